@@ -1,0 +1,45 @@
+"""Errors eyefold raises for problems a user can fix.
+
+Every :class:`EyefoldError` is printed by the CLI as one ``eyefold: error: ...`` line with
+exit code 1. Anything else escaping the library is a bug in eyefold, not in the model.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CheckFailedError",
+    "EyefoldError",
+    "InvalidModelError",
+    "ModelIOError",
+    "SizeLimitError",
+    "UnsupportedDtypeError",
+    "UpgradeError",
+]
+
+
+class EyefoldError(Exception):
+    """Base class of the errors caused by the input or the options, not by eyefold."""
+
+
+class InvalidModelError(EyefoldError):
+    """The model breaks the ONNX spec in a way eyefold cannot work around."""
+
+
+class UnsupportedDtypeError(InvalidModelError):
+    """A data type EyeLike does not allow (or the kernel cannot produce)."""
+
+
+class SizeLimitError(EyefoldError):
+    """A tensor is larger than the limit it was checked against."""
+
+
+class ModelIOError(EyefoldError):
+    """A model file cannot be read or written."""
+
+
+class UpgradeError(EyefoldError):
+    """The opset upgrade failed or produced an invalid model."""
+
+
+class CheckFailedError(EyefoldError):
+    """The optimized model does not reproduce the original's outputs."""
