@@ -1,0 +1,133 @@
+"""``eyefold.optimize``: the pipeline on an in-memory model, with a report of what it did."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TypeVar, overload
+
+import onnx
+import onnx_ir as ir
+
+from eyefold.errors import EyefoldError
+from eyefold.passes._scopes import default_opset
+from eyefold.passes.fold_eye_like import DEFAULT_SIZE_LIMIT_BYTES, FoldEyeLikePass
+from eyefold.passes.infer_eye_like import InferEyeLikeOutputsPass
+from eyefold.passes.infer_input_shapes import InferEyeLikeInputShapesPass
+from eyefold.report import NodeOutcome, Report
+
+__all__ = ["DEFAULT_TARGET_OPSET", "OptimizeResult", "optimize", "optimize_with_report"]
+
+DEFAULT_TARGET_OPSET = 22
+
+ModelT = TypeVar("ModelT", onnx.ModelProto, ir.Model)
+
+
+@dataclasses.dataclass
+class OptimizeResult:
+    """The optimized model (same type as the argument) and the run's report."""
+
+    model: onnx.ModelProto | ir.Model
+    report: Report
+
+
+def _check_options(target_opset: int, size_limit: int) -> None:
+    if isinstance(size_limit, bool) or not isinstance(size_limit, int) or size_limit < 0:
+        raise EyefoldError(
+            f"size_limit must be a non-negative int of bytes, got {size_limit!r}"
+        )
+    newest = onnx.defs.onnx_opset_version()
+    if isinstance(target_opset, bool) or not isinstance(target_opset, int):
+        raise EyefoldError(f"target_opset must be an int, got {target_opset!r}")
+    if not 9 <= target_opset <= newest:
+        raise EyefoldError(
+            f"target_opset {target_opset} is outside 9..{newest} (the opsets onnx knows)"
+        )
+
+
+def run_pipeline(
+    model: ir.Model,
+    *,
+    target_opset: int = DEFAULT_TARGET_OPSET,
+    upgrade: bool = True,
+    fold: bool = True,
+    size_limit: int = DEFAULT_SIZE_LIMIT_BYTES,
+) -> Report:
+    """Runs every step on ``model`` in place and returns the report."""
+    _check_options(target_opset, size_limit)
+    report = Report(opset_before=default_opset(model.opset_imports))
+    del upgrade  # the opset upgrade step is not part of this pipeline yet
+    with report.step("infer-input-shapes") as step:
+        infer_inputs = InferEyeLikeInputShapesPass()
+        step.modified = infer_inputs(model).modified
+        if infer_inputs.failure:
+            report.warnings.append(infer_inputs.failure)
+    folded = []
+    if fold:
+        with report.step("fold") as step:
+            fold_pass = FoldEyeLikePass(size_limit_bytes=size_limit)
+            step.modified = fold_pass(model).modified
+            folded = fold_pass.folded
+    with report.step("infer-outputs") as step:
+        infer_outputs = InferEyeLikeOutputsPass(size_limit_bytes=size_limit, fold_enabled=fold)
+        step.modified = infer_outputs(model).modified
+    report.nodes = [NodeOutcome.from_facts(f) for f in [*folded, *infer_outputs.facts]]
+    report.opset_after = default_opset(model.opset_imports)
+    return report
+
+
+@overload
+def optimize_with_report(model: onnx.ModelProto, **options: object) -> OptimizeResult: ...
+@overload
+def optimize_with_report(model: ir.Model, **options: object) -> OptimizeResult: ...
+def optimize_with_report(
+    model: onnx.ModelProto | ir.Model,
+    *,
+    target_opset: int = DEFAULT_TARGET_OPSET,
+    upgrade: bool = True,
+    fold: bool = True,
+    size_limit: int = DEFAULT_SIZE_LIMIT_BYTES,
+) -> OptimizeResult:
+    """Like :func:`optimize`, and also returns the per-node report."""
+    options = {
+        "target_opset": target_opset,
+        "upgrade": upgrade,
+        "fold": fold,
+        "size_limit": size_limit,
+    }
+    if isinstance(model, ir.Model):
+        return OptimizeResult(model, run_pipeline(model, **options))  # type: ignore[arg-type]
+    if isinstance(model, onnx.ModelProto):
+        working = ir.serde.deserialize_model(model)
+        report = run_pipeline(working, **options)  # type: ignore[arg-type]
+        return OptimizeResult(ir.serde.serialize_model(working), report)
+    raise TypeError(f"expected onnx.ModelProto or onnx_ir.Model, got {type(model).__name__}")
+
+
+def optimize(
+    model: ModelT,
+    *,
+    target_opset: int = DEFAULT_TARGET_OPSET,
+    upgrade: bool = True,
+    fold: bool = True,
+    size_limit: int = DEFAULT_SIZE_LIMIT_BYTES,
+) -> ModelT:
+    """Folds, infers and upgrades the EyeLike nodes of ``model``.
+
+    Args:
+        model: an ``onnx.ModelProto`` (never mutated; a new one is returned) or an
+            ``onnx_ir.Model`` (changed in place and returned).
+        target_opset: default-domain opset to upgrade to (raised, never lowered).
+        upgrade: whether to upgrade the opset.
+        fold: whether to fold static EyeLike nodes into constants.
+        size_limit: largest folded output, in bytes.
+
+    Returns:
+        The optimized model, of the type given.
+
+    Raises:
+        EyefoldError: the model is invalid (the message names the node) or an option is.
+    """
+    result = optimize_with_report(
+        model, target_opset=target_opset, upgrade=upgrade, fold=fold, size_limit=size_limit
+    )
+    return result.model  # type: ignore[return-value]

@@ -1,0 +1,155 @@
+"""What eyefold knows about one EyeLike node, and what it will do with it.
+
+Both the fold pass and ``eyefold inspect`` classify nodes here, so the reason a user reads in
+``inspect`` is the same one ``optimize`` acts on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+import onnx_ir as ir
+
+from eyefold import kernel
+from eyefold.errors import InvalidModelError, UnsupportedDtypeError
+from eyefold.eyelike_types import EYELIKE_MIN_OPSET, check_eyelike_type
+from eyefold.passes._scopes import Scope
+
+__all__ = ["Action", "EyeLikeFacts", "analyze_eyelike", "dim_to_json"]
+
+Action = Literal["folded", "inferred", "kept"]
+
+
+@dataclasses.dataclass
+class EyeLikeFacts:
+    """The static facts of one EyeLike node and the planned action.
+
+    Attributes:
+        node: the EyeLike node.
+        scope: where it sits.
+        k: diagonal offset.
+        input_dtype: element type of the input, None when unknown.
+        dtype: output element type (the ``dtype`` attribute, else the input's), or None.
+        shape: input shape as ints / symbolic names / None per dim; None when unknown.
+        nbytes: output size in bytes when the shape is static and the type known.
+        action: "folded" (replaced by a constant), "inferred" (stays, output type and
+            shape known) or "kept" (stays, output type unknown).
+        reason: why, in words a user can act on.
+        from_inputs: graph inputs whose declared shapes a fold rests on.
+    """
+
+    node: ir.Node
+    scope: Scope
+    k: int
+    input_dtype: ir.DataType | None
+    dtype: ir.DataType | None
+    shape: list[int | str | None] | None
+    nbytes: int | None
+    action: Action = "kept"
+    reason: str = ""
+    from_inputs: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def static_dims(self) -> tuple[int, int] | None:
+        """(rows, cols) when both dims are known integers."""
+        if self.shape is None or not all(isinstance(d, int) for d in self.shape):
+            return None
+        rows, cols = self.shape
+        assert isinstance(rows, int) and isinstance(cols, int)
+        return rows, cols
+
+
+def dim_to_json(dim: int | ir.SymbolicDim) -> int | str | None:
+    """An ir dimension as an int, its symbolic name, or None when unnamed."""
+    if isinstance(dim, int):
+        return dim
+    return dim.value
+
+
+def node_label(node: ir.Node) -> str:
+    """The node's name, or a description when it has none."""
+    return repr(node.name) if node.name else f"(unnamed {node.op_type})"
+
+
+def _check_structure(node: ir.Node, scope: Scope) -> ir.Value:
+    where = f"EyeLike node {node_label(node)} in {scope.path}"
+    if len(node.inputs) != 1 or node.inputs[0] is None:
+        raise InvalidModelError(f"{where} has {len(node.inputs)} inputs; EyeLike takes one")
+    if len(node.outputs) != 1:
+        raise InvalidModelError(f"{where} has {len(node.outputs)} outputs; EyeLike has one")
+    if scope.opset is not None and scope.opset < EYELIKE_MIN_OPSET:
+        raise InvalidModelError(
+            f"{where}: EyeLike exists from opset {EYELIKE_MIN_OPSET}, the model has opset"
+            f" {scope.opset}"
+        )
+    return node.inputs[0]
+
+
+def _read_dtypes(
+    node: ir.Node, scope: Scope, source: ir.Value
+) -> tuple[ir.DataType | None, ir.DataType | None]:
+    where = f"EyeLike node {node_label(node)} in {scope.path}"
+    input_dtype = source.dtype
+    try:
+        if input_dtype is not None:
+            check_eyelike_type(input_dtype, opset=scope.opset, what="input type")
+        dtype_attr = node.attributes.get("dtype")
+        if dtype_attr is None:
+            return input_dtype, input_dtype
+        if dtype_attr.type != ir.AttributeType.INT:
+            raise UnsupportedDtypeError(
+                f"dtype attribute must be an int, got {dtype_attr.type}"
+            )
+        return input_dtype, check_eyelike_type(dtype_attr.as_int(), opset=scope.opset)
+    except UnsupportedDtypeError as error:
+        raise UnsupportedDtypeError(f"{where}: {error}") from None
+
+
+def analyze_eyelike(
+    node: ir.Node, scope: Scope, *, size_limit_bytes: int, fold: bool = True
+) -> EyeLikeFacts:
+    """Validates one EyeLike node and decides whether it folds.
+
+    Raises:
+        InvalidModelError: wrong input/output count, known rank != 2, opset below 9, or an
+            invalid input type or ``dtype`` attribute; the message names the node.
+    """
+    source = _check_structure(node, scope)
+    input_dtype, dtype = _read_dtypes(node, scope, source)
+    k_attr = node.attributes.get("k")
+    k = k_attr.as_int() if k_attr is not None else 0
+    shape = None if source.shape is None else [dim_to_json(d) for d in source.shape.dims]
+    if shape is not None and len(shape) != 2:
+        raise InvalidModelError(
+            f"EyeLike node {node_label(node)} in {scope.path}: input has rank {len(shape)}"
+            f" (shape {shape}); EyeLike needs a rank-2 input"
+        )
+    facts = EyeLikeFacts(node, scope, k, input_dtype, dtype, shape, nbytes=None)
+    static = facts.static_dims
+    if static is not None and dtype is not None:
+        facts.nbytes = kernel.output_nbytes(*static, dtype)
+    facts.action, facts.reason = _decide(facts, size_limit_bytes=size_limit_bytes, fold=fold)
+    return facts
+
+
+def _decide(facts: EyeLikeFacts, *, size_limit_bytes: int, fold: bool) -> tuple[Action, str]:
+    if facts.dtype is None:
+        return "kept", "output type unknown: the input has no known type and no dtype is set"
+    if facts.shape is None:
+        return "inferred", "input shape unknown"
+    dynamic = [
+        f"dim {i} is {d!r}" if d else f"dim {i} is unknown"
+        for i, d in enumerate(facts.shape)
+        if not isinstance(d, int)
+    ]
+    if dynamic:
+        return "inferred", "input shape is dynamic (" + ", ".join(dynamic) + ")"
+    assert facts.nbytes is not None
+    if facts.nbytes > size_limit_bytes:
+        return "inferred", (
+            f"output is {facts.nbytes} bytes, over the size limit of {size_limit_bytes} bytes"
+        )
+    if not fold:
+        return "inferred", "folding disabled"
+    return "folded", f"static {facts.shape[0]}x{facts.shape[1]} input"

@@ -1,0 +1,114 @@
+"""Every place an EyeLike node can live: the main graph, subgraphs at any depth, functions.
+
+``ir.traversal.RecursiveGraphIterator`` visits subgraphs but not model-local functions, and
+it does not say where a node sits, which the report needs. So eyefold walks scopes itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+import onnx_ir as ir
+
+__all__ = [
+    "DEFAULT_DOMAINS",
+    "Scope",
+    "default_opset",
+    "is_eyelike",
+    "iter_nodes",
+    "iter_scopes",
+]
+
+# The default ONNX domain has two spellings in opset_import and node.domain.
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+@dataclasses.dataclass(frozen=True)
+class Scope:
+    """A graph or function body, with where it sits and which opset its nodes use.
+
+    Attributes:
+        graph: the graph (main or subgraph) or the function whose nodes are listed.
+        path: a readable location, e.g. ``main``, ``main/If_3.then_branch``,
+            ``function pkg.x::Fn``.
+        opset: default-domain opset version in force (None when not imported).
+        function: the model-local function this scope belongs to, if any.
+        top_node: for a subgraph, the main-graph (or function-body) node that holds it.
+    """
+
+    graph: ir.Graph | ir.Function
+    path: str
+    opset: int | None
+    function: ir.Function | None = None
+    top_node: ir.Node | None = None
+
+    @property
+    def is_function(self) -> bool:
+        """True in a function body or its subgraphs, which cannot hold initializers."""
+        return self.function is not None
+
+
+def default_opset(opset_imports: dict[str, int]) -> int | None:
+    """The default-domain version from an opset_import table (either spelling)."""
+    for domain in DEFAULT_DOMAINS:
+        if domain in opset_imports:
+            return opset_imports[domain]
+    return None
+
+
+def _node_label(node: ir.Node, index: int) -> str:
+    return node.name or f"{node.op_type}_{index}"
+
+
+def _subscopes(parent: Scope, top_node: ir.Node | None) -> Iterator[Scope]:
+    for index, node in enumerate(parent.graph):
+        holder = top_node if top_node is not None else node
+        for attr in node.attributes.values():
+            if attr.type == ir.AttributeType.GRAPH:
+                subgraphs = [attr.as_graph()]
+            elif attr.type == ir.AttributeType.GRAPHS:
+                subgraphs = list(attr.as_graphs())
+            else:
+                continue
+            for position, subgraph in enumerate(subgraphs):
+                suffix = f"[{position}]" if attr.type == ir.AttributeType.GRAPHS else ""
+                scope = Scope(
+                    graph=subgraph,
+                    path=f"{parent.path}/{_node_label(node, index)}.{attr.name}{suffix}",
+                    opset=parent.opset,
+                    function=parent.function,
+                    top_node=holder,
+                )
+                yield scope
+                yield from _subscopes(scope, holder)
+
+
+def iter_scopes(model: ir.Model) -> Iterator[Scope]:
+    """Yields the main graph, its subgraphs (depth first), then each function and its own."""
+    main = Scope(graph=model.graph, path="main", opset=default_opset(model.opset_imports))
+    yield main
+    yield from _subscopes(main, None)
+    for function in model.functions.values():
+        scope = Scope(
+            graph=function,
+            path=f"function {function.domain}::{function.name}"
+            + (f"::{function.overload}" if function.overload else ""),
+            opset=default_opset(function.opset_imports) or main.opset,
+            function=function,
+        )
+        yield scope
+        yield from _subscopes(scope, None)
+
+
+def is_eyelike(node: ir.Node) -> bool:
+    """True for an EyeLike node of the default domain."""
+    return node.op_type == "EyeLike" and node.domain in DEFAULT_DOMAINS
+
+
+def iter_nodes(model: ir.Model, op_type: str = "EyeLike") -> Iterator[tuple[Scope, ir.Node]]:
+    """Yields (scope, node) for every default-domain node of ``op_type`` in the model."""
+    for scope in iter_scopes(model):
+        for node in list(scope.graph):
+            if node.op_type == op_type and node.domain in DEFAULT_DOMAINS:
+                yield scope, node

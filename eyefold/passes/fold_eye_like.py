@@ -1,0 +1,141 @@
+"""Replace every statically known EyeLike by a constant computed with the bundled kernel."""
+
+from __future__ import annotations
+
+import logging
+
+import onnx_ir as ir
+
+from eyefold import kernel
+from eyefold.passes._analysis import EyeLikeFacts, analyze_eyelike
+from eyefold.passes._scopes import Scope, is_eyelike, iter_scopes
+
+__all__ = ["DEFAULT_SIZE_LIMIT_BYTES", "FoldEyeLikePass", "graph_inputs_feeding"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SIZE_LIMIT_BYTES = 1 << 20
+
+
+def graph_inputs_feeding(value: ir.Value, memo: dict[int, frozenset[str]]) -> frozenset[str]:
+    """Names of the graph inputs (of any scope) that ``value`` is computed from.
+
+    A fold resting on one of them bakes that input's declared shape into the model, which
+    the report must say. ``memo`` is shared across calls so a pass stays linear.
+    """
+    stack: list[tuple[ir.Value, bool]] = [(value, False)]
+    while stack:
+        current, expanded = stack.pop()
+        if id(current) in memo:
+            continue
+        producer = current.producer()
+        if current.is_graph_input() or producer is None:
+            memo[id(current)] = (
+                frozenset([current.name or ""]) if current.is_graph_input() else frozenset()
+            )
+            continue
+        parents = [v for v in producer.inputs if v is not None]
+        if not expanded:
+            stack.append((current, True))
+            stack.extend((p, False) for p in parents if id(p) not in memo)
+            continue
+        memo[id(current)] = frozenset().union(*(memo.get(id(p), frozenset()) for p in parents))
+    return memo[id(value)]
+
+
+def _remove_dead_producers(value: ir.Value) -> int:
+    """Removes what only fed ``value`` (nodes and initializers), never graph inputs/outputs."""
+    removed = 0
+    work = [value]
+    while work:
+        current = work.pop()
+        if current.uses() or current.is_graph_output() or current.is_graph_input():
+            continue
+        owner = current.graph
+        if current.is_initializer() and owner is not None and current.name:
+            owner.initializers.pop(current.name)
+            continue
+        producer = current.producer()
+        if producer is None or producer.graph is None:
+            continue
+        if any(out.uses() or out.is_graph_output() for out in producer.outputs):
+            continue
+        work.extend(v for v in producer.inputs if v is not None)
+        producer.graph.remove(producer, safe=True)
+        removed += 1
+    return removed
+
+
+def _fold(scope: Scope, facts: EyeLikeFacts) -> None:
+    node = facts.node
+    rows_cols = facts.static_dims
+    assert rows_cols is not None and facts.dtype is not None
+    array = kernel.eye(*rows_cols, k=facts.k, dtype=facts.dtype)
+    output = node.outputs[0]
+    name = output.name
+    source = node.inputs[0]
+    output.name = None  # free the name for the constant that takes its place
+    tensor = ir.Tensor(array, dtype=facts.dtype, name=name)
+    if scope.is_function:
+        # Functions (and graphs nested in them) cannot hold initializers.
+        constant = ir.node("Constant", [], attributes={"value": tensor}, name=node.name)
+        replacement = constant.outputs[0]
+        scope.graph.insert_before(node, constant)
+    else:
+        replacement = ir.Value(
+            name=None, shape=ir.Shape(array.shape), type=ir.TensorType(facts.dtype)
+        )
+        replacement.const_value = tensor
+    replacement.name = name
+    replacement.shape = ir.Shape(array.shape)
+    replacement.type = ir.TensorType(facts.dtype)
+    replacement.doc_string = output.doc_string
+    replacement.metadata_props.update(output.metadata_props)
+    output.replace_all_uses_with(replacement, replace_graph_outputs=True)
+    scope.graph.remove(node, safe=True)
+    if not scope.is_function:
+        graph = scope.graph
+        assert isinstance(graph, ir.Graph)
+        graph.register_initializer(replacement)
+    if source is not None:
+        _remove_dead_producers(source)
+
+
+class FoldEyeLikePass(ir.passes.InPlacePass):
+    """Folds EyeLike nodes whose output is statically known into constants.
+
+    A node folds when its input shape is static, its output type is known and its output
+    fits the size limit. In graphs the output value becomes an initializer of the same name
+    (so consumers and graph outputs keep working); in functions it becomes a Constant node.
+    Producers of the EyeLike input left without users are removed.
+
+    Attributes:
+        size_limit_bytes: largest output, in bytes, that is folded.
+        folded: facts about the nodes the last call folded.
+    """
+
+    def __init__(self, *, size_limit_bytes: int = DEFAULT_SIZE_LIMIT_BYTES) -> None:
+        super().__init__()
+        self.size_limit_bytes = size_limit_bytes
+        self.folded: list[EyeLikeFacts] = []
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        """Folds every foldable EyeLike in the main graph, subgraphs and functions."""
+        self.folded = []
+        memo: dict[int, frozenset[str]] = {}
+        for scope in list(iter_scopes(model)):
+            if scope.top_node is not None and scope.top_node.graph is None:
+                continue  # its holder was removed as dead code by an earlier fold
+            for node in list(scope.graph):
+                if not is_eyelike(node) or node.graph is None:
+                    continue
+                facts = analyze_eyelike(node, scope, size_limit_bytes=self.size_limit_bytes)
+                if facts.action != "folded":
+                    continue
+                source = node.inputs[0]
+                assert source is not None
+                facts.from_inputs = sorted(graph_inputs_feeding(source, memo))
+                _fold(scope, facts)
+                self.folded.append(facts)
+        logger.info("EyeLike nodes folded: %d", len(self.folded))
+        return ir.passes.PassResult(model, modified=bool(self.folded))

@@ -1,0 +1,91 @@
+"""Give every EyeLike that stays an exact output type and (possibly symbolic) shape."""
+
+from __future__ import annotations
+
+import logging
+
+import onnx_ir as ir
+
+from eyefold.errors import InvalidModelError
+from eyefold.passes._analysis import EyeLikeFacts, analyze_eyelike, node_label
+from eyefold.passes._scopes import is_eyelike, iter_scopes
+from eyefold.passes._shapes import merge_shapes
+from eyefold.passes.fold_eye_like import DEFAULT_SIZE_LIMIT_BYTES
+
+__all__ = ["InferEyeLikeOutputsPass"]
+
+logger = logging.getLogger(__name__)
+
+
+def _learned_output_shape(facts: EyeLikeFacts) -> list[int | ir.SymbolicDim]:
+    """The output has the input's shape; with the input unknown it is still rank 2."""
+    source = facts.node.inputs[0]
+    if source is None or source.shape is None:
+        return [ir.SymbolicDim(None), ir.SymbolicDim(None)]
+    return list(source.shape.dims)
+
+
+def _infer(facts: EyeLikeFacts) -> bool:
+    output = facts.node.outputs[0]
+    where = f"EyeLike node {node_label(facts.node)} in {facts.scope.path}"
+    changed = False
+    if facts.dtype is not None:
+        if output.dtype is None:
+            output.type = ir.TensorType(facts.dtype)
+            changed = True
+        elif output.dtype != facts.dtype:
+            raise InvalidModelError(
+                f"{where}: output is declared {output.dtype.name} but EyeLike produces"
+                f" {facts.dtype.name}"
+            )
+    if output.shape is not None and len(output.shape) != 2:
+        raise InvalidModelError(
+            f"{where}: output is declared with rank {len(output.shape)}; EyeLike gives rank 2"
+        )
+    if output.type is None:
+        return changed  # a shape without an element type cannot be serialized
+    merged = merge_shapes(output.shape, _learned_output_shape(facts))
+    if merged is not None:
+        output.shape = merged
+        changed = True
+    return changed
+
+
+class InferEyeLikeOutputsPass(ir.passes.InPlacePass):
+    """Sets the output type and shape of every EyeLike left in the model.
+
+    Validates each node on the way (rank-2 input, valid types), so a model with a bad
+    EyeLike is rejected even when nothing folds.
+
+    Attributes:
+        size_limit_bytes: the fold limit, used only to explain why a node did not fold.
+        fold_enabled: False when folding was turned off, for the same explanation.
+        facts: the nodes the last call saw, with their action and reason.
+    """
+
+    def __init__(
+        self, *, size_limit_bytes: int = DEFAULT_SIZE_LIMIT_BYTES, fold_enabled: bool = True
+    ) -> None:
+        super().__init__()
+        self.size_limit_bytes = size_limit_bytes
+        self.fold_enabled = fold_enabled
+        self.facts: list[EyeLikeFacts] = []
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        """Infers the outputs of the EyeLike nodes in every scope."""
+        self.facts = []
+        changed = 0
+        for scope in iter_scopes(model):
+            for node in scope.graph:
+                if not is_eyelike(node):
+                    continue
+                facts = analyze_eyelike(
+                    node, scope, size_limit_bytes=self.size_limit_bytes, fold=self.fold_enabled
+                )
+                if facts.action == "folded":
+                    # Only reached when this pass runs without the fold pass before it.
+                    facts.action, facts.reason = "inferred", "not folded (fold pass not run)"
+                changed += _infer(facts)
+                self.facts.append(facts)
+        logger.info("EyeLike outputs inferred: %d", changed)
+        return ir.passes.PassResult(model, modified=bool(changed))

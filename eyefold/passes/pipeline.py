@@ -1,0 +1,29 @@
+"""The default pass sequence, for users composing eyefold with their own passes."""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from eyefold.passes.fold_eye_like import DEFAULT_SIZE_LIMIT_BYTES, FoldEyeLikePass
+from eyefold.passes.infer_eye_like import InferEyeLikeOutputsPass
+from eyefold.passes.infer_input_shapes import InferEyeLikeInputShapesPass
+
+__all__ = ["default_pipeline"]
+
+
+def default_pipeline(
+    *, fold: bool = True, size_limit_bytes: int = DEFAULT_SIZE_LIMIT_BYTES
+) -> ir.passes.PassManager:
+    """The passes ``eyefold.optimize`` runs, as one PassManager (run once, in order).
+
+    >>> manager = default_pipeline()
+    >>> [type(p).__name__ for p in manager.passes]
+    ['InferEyeLikeInputShapesPass', 'FoldEyeLikePass', 'InferEyeLikeOutputsPass']
+    """
+    passes: list[ir.passes.PassBase] = [InferEyeLikeInputShapesPass()]
+    if fold:
+        passes.append(FoldEyeLikePass(size_limit_bytes=size_limit_bytes))
+    passes.append(
+        InferEyeLikeOutputsPass(size_limit_bytes=size_limit_bytes, fold_enabled=fold)
+    )
+    return ir.passes.PassManager(passes, steps=1)
