@@ -1,0 +1,155 @@
+"""Differential-testing helpers: run a model before and after, compare bit for bit.
+
+Shipped with the package (like ``onnxscript.rewriter.testing``) so tests, benchmarks and
+users verifying their own models share one implementation.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+from onnx.reference import ReferenceEvaluator
+
+from eyefold.onnx_safety import defuse_eyelike_dtype
+
+__all__ = [
+    "as_proto",
+    "assert_same_outputs",
+    "check_model_safely",
+    "count_ops",
+    "random_inputs",
+    "run_onnxruntime",
+    "run_reference",
+]
+
+
+def as_proto(model: onnx.ModelProto | ir.Model) -> onnx.ModelProto:
+    """A ModelProto for either model type (an ir.Model is serialized, not changed)."""
+    return model if isinstance(model, onnx.ModelProto) else ir.to_proto(model)
+
+
+def check_model_safely(model: onnx.ModelProto | ir.Model) -> None:
+    """``onnx.checker.check_model(full_check=True)`` without onnx's EyeLike segfault."""
+    proto = copy.deepcopy(as_proto(model))
+    defuse_eyelike_dtype(proto)
+    onnx.checker.check_model(proto, full_check=True)
+
+
+def count_ops(model: onnx.ModelProto | ir.Model, op_type: str) -> int:
+    """Nodes of ``op_type`` in the main graph, all subgraphs and all functions."""
+    proto = as_proto(model)
+
+    def in_graph(nodes) -> int:
+        total = 0
+        for node in nodes:
+            total += node.op_type == op_type
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    total += in_graph(attr.g.node)
+                for graph in attr.graphs:
+                    total += in_graph(graph.node)
+        return total
+
+    return in_graph(proto.graph.node) + sum(in_graph(f.node) for f in proto.functions)
+
+
+def _random_array(elem_type: int, shape: list[int], rng: np.random.Generator) -> np.ndarray:
+    np_dtype = ir.DataType(elem_type).numpy()
+    if elem_type == onnx.TensorProto.BOOL:
+        return rng.integers(0, 2, size=shape).astype(np.bool_)
+    if np.issubdtype(np_dtype, np.integer):
+        return rng.integers(
+            -5 if np.issubdtype(np_dtype, np.signedinteger) else 0, 9, size=shape
+        ).astype(np_dtype)
+    return rng.standard_normal(size=shape).astype(np.float32).astype(np_dtype)
+
+
+def random_inputs(
+    model: onnx.ModelProto | ir.Model,
+    *,
+    seed: int = 0,
+    default_dim: int = 3,
+    dims: Mapping[str, int] | None = None,
+) -> dict[str, np.ndarray]:
+    """Random feeds for every graph input; symbolic dims take ``dims[name]`` or the default."""
+    proto = as_proto(model)
+    rng = np.random.default_rng(seed)
+    initializers = {init.name for init in proto.graph.initializer}
+    feeds: dict[str, np.ndarray] = {}
+    for value in proto.graph.input:
+        if value.name in initializers:
+            continue
+        tensor_type = value.type.tensor_type
+        shape = [
+            d.dim_value
+            if d.HasField("dim_value")
+            else (dims or {}).get(d.dim_param, default_dim)
+            for d in tensor_type.shape.dim
+        ]
+        feeds[value.name] = _random_array(tensor_type.elem_type, shape, rng)
+    return feeds
+
+
+def run_reference(model: onnx.ModelProto | ir.Model, feeds: Mapping[str, np.ndarray]) -> list:
+    """Outputs under onnx's reference evaluator."""
+    return list(ReferenceEvaluator(as_proto(model)).run(None, dict(feeds)))
+
+
+def run_onnxruntime(
+    model: onnx.ModelProto | ir.Model, feeds: Mapping[str, np.ndarray]
+) -> list | None:
+    """Outputs under onnxruntime's CPU provider, or None when it cannot run the model.
+
+    "Cannot run" means it refuses to load it, or an output has a type (bfloat16) its
+    Python binding cannot hand back as a numpy array.
+    """
+    import onnxruntime as ort  # a test dependency, imported only when used
+
+    try:
+        session = ort.InferenceSession(
+            as_proto(model).SerializeToString(), providers=["CPUExecutionProvider"]
+        )
+    except Exception:  # onnxruntime raises its own exception types for unloadable models
+        return None
+    if any(output.type == "tensor(bfloat16)" for output in session.get_outputs()):
+        return None
+    return list(session.run(None, dict(feeds)))
+
+
+def _assert_bits_equal(actual: list, expected: list, what: str) -> None:
+    assert len(actual) == len(expected), f"{what}: {len(actual)} outputs != {len(expected)}"
+    for index, (got, want) in enumerate(zip(actual, expected, strict=True)):
+        got, want = np.asarray(got), np.asarray(want)
+        assert got.dtype == want.dtype, f"{what} output {index}: {got.dtype} != {want.dtype}"
+        assert got.shape == want.shape, f"{what} output {index}: {got.shape} != {want.shape}"
+        assert got.tobytes() == want.tobytes(), f"{what} output {index} differs"
+
+
+def assert_same_outputs(
+    original: onnx.ModelProto | ir.Model,
+    optimized: onnx.ModelProto | ir.Model,
+    feeds: Mapping[str, np.ndarray] | None = None,
+) -> list[str]:
+    """Asserts the optimized model reproduces the original bit for bit.
+
+    Always under the reference evaluator; also under onnxruntime when it loads both.
+
+    Returns:
+        The runtimes that were compared, e.g. ``["reference", "onnxruntime"]``.
+    """
+    original, optimized = as_proto(original), as_proto(optimized)
+    feeds = random_inputs(original) if feeds is None else feeds
+    compared = ["reference"]
+    _assert_bits_equal(
+        run_reference(optimized, feeds), run_reference(original, feeds), "reference"
+    )
+    before = run_onnxruntime(original, feeds)
+    after = run_onnxruntime(optimized, feeds)
+    if before is not None and after is not None:
+        _assert_bits_equal(after, before, "onnxruntime")
+        compared.append("onnxruntime")
+    return compared
