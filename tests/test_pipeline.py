@@ -1,0 +1,136 @@
+"""eyefold.optimize end to end: API contract, sample models, determinism, idempotence."""
+
+from __future__ import annotations
+
+import copy
+import pathlib
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+
+import eyefold
+from eyefold.errors import EyefoldError
+from eyefold.passes import default_pipeline
+from eyefold.testing import assert_same_outputs, check_model_safely, count_ops, random_inputs
+
+SAMPLES = pathlib.Path(__file__).resolve().parent.parent / "sample_models"
+SAMPLE_FILES = sorted(SAMPLES.glob("*.onnx"))
+
+# What each sample's EyeLike nodes must become, from the models' construction (see
+# sample_models/README.md): static inputs fold, a symbolic dim or an untyped function
+# input does not.
+EXPECTED_ACTIONS = {
+    "bool_mask.onnx": ["folded"],
+    "dynamic_batch.onnx": ["inferred"],
+    "function_eye.onnx": ["kept"],
+    "if_branch.onnx": ["folded"],
+    "paddle_zeros.onnx": ["folded"],
+    "static_matmul.onnx": ["folded", "folded"],
+    "torch_eye_chain.onnx": ["folded"],
+}
+
+
+def test_every_sample_has_an_expectation():
+    assert sorted(p.name for p in SAMPLE_FILES) == sorted(EXPECTED_ACTIONS)
+
+
+@pytest.mark.parametrize("path", SAMPLE_FILES, ids=[p.stem for p in SAMPLE_FILES])
+def test_sample_model_optimizes_and_keeps_its_meaning(path: pathlib.Path):
+    original = onnx.load(path)
+    result = eyefold.optimize_with_report(original)
+    assert [n.action for n in result.report.nodes] == EXPECTED_ACTIONS[path.name]
+    folded = EXPECTED_ACTIONS[path.name].count("folded")
+    assert count_ops(result.model, "EyeLike") == count_ops(original, "EyeLike") - folded
+    check_model_safely(result.model)
+    feeds = random_inputs(original, seed=1)
+    if "cond" in feeds:
+        for cond in (True, False):
+            assert_same_outputs(original, result.model, {**feeds, "cond": np.array(cond)})
+    else:
+        assert_same_outputs(original, result.model, feeds)
+
+
+def test_dynamic_batch_sample_keeps_a_shaped_eyelike():
+    model = eyefold.optimize(ir.load(SAMPLES / "dynamic_batch.onnx"))
+    (eye,) = [n for n in model.graph if n.op_type == "EyeLike"]
+    assert eye.outputs[0].dtype == ir.DataType.FLOAT
+    assert [str(d) for d in eye.outputs[0].shape.dims] == ["batch", "6"]
+
+
+def test_model_proto_argument_is_never_mutated():
+    original = onnx.load(SAMPLES / "static_matmul.onnx")
+    snapshot = original.SerializeToString()
+    result = eyefold.optimize(original)
+    assert isinstance(result, onnx.ModelProto)
+    assert result is not original
+    assert original.SerializeToString() == snapshot
+    assert count_ops(result, "EyeLike") == 0
+
+
+def test_ir_model_is_changed_in_place_and_returned():
+    model = ir.load(SAMPLES / "static_matmul.onnx")
+    assert eyefold.optimize(model) is model
+    assert count_ops(model, "EyeLike") == 0
+
+
+def test_no_fold_infers_only():
+    model = onnx.load(SAMPLES / "static_matmul.onnx")
+    result = eyefold.optimize_with_report(model, fold=False)
+    assert result.report.counts() == {"total": 2, "folded": 0, "inferred": 2, "kept": 0}
+    assert count_ops(result.model, "EyeLike") == 2
+    assert {n.reason for n in result.report.nodes} == {"folding disabled"}
+
+
+def test_report_dict_follows_the_contract():
+    result = eyefold.optimize_with_report(onnx.load(SAMPLES / "torch_eye_chain.onnx"))
+    report = result.report.to_dict()
+    assert set(report["opset"]) == {"before", "after"}
+    assert report["eyelike"] == {"total": 1, "folded": 1, "inferred": 0, "kept": 0}
+    (node,) = report["nodes"]
+    assert node["name"] == "eye"
+    assert node["graph"] == "main"
+    assert node["shape"] == [16, 16]
+    assert node["dtype"] == "FLOAT"
+    assert node["bytes"] == 16 * 16 * 4
+    assert node["from_inputs"] == ["x"]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"size_limit": -1}, {"size_limit": 1.5}, {"target_opset": 8}, {"target_opset": 10**6}],
+    ids=["negative-limit", "float-limit", "opset-8", "opset-huge"],
+)
+def test_bad_options_are_errors(options):
+    with pytest.raises(EyefoldError):
+        eyefold.optimize(onnx.load(SAMPLES / "static_matmul.onnx"), **options)
+
+
+def test_wrong_model_type_is_a_type_error():
+    with pytest.raises(TypeError, match="ModelProto"):
+        eyefold.optimize("model.onnx")
+
+
+@pytest.mark.parametrize("path", SAMPLE_FILES, ids=[p.stem for p in SAMPLE_FILES])
+def test_deterministic_and_idempotent(path: pathlib.Path):
+    original = onnx.load(path)
+    once = eyefold.optimize(copy.deepcopy(original))
+    again = eyefold.optimize(copy.deepcopy(original))
+    assert once.SerializeToString(deterministic=True) == again.SerializeToString(
+        deterministic=True
+    )
+    twice = eyefold.optimize(once)
+    assert twice.SerializeToString(deterministic=True) == once.SerializeToString(
+        deterministic=True
+    )
+
+
+def test_default_pipeline_in_a_pass_manager_matches_optimize():
+    via_manager = ir.load(SAMPLES / "torch_eye_chain.onnx")
+    result = default_pipeline()(via_manager)
+    assert result.modified
+    via_optimize = eyefold.optimize(ir.load(SAMPLES / "torch_eye_chain.onnx"), upgrade=False)
+    assert ir.to_proto(result.model).SerializeToString(deterministic=True) == ir.to_proto(
+        via_optimize
+    ).SerializeToString(deterministic=True)
