@@ -18,6 +18,7 @@ __all__ = [
     "is_eyelike",
     "iter_nodes",
     "iter_scopes",
+    "subgraphs_of",
 ]
 
 # The default ONNX domain has two spellings in opset_import and node.domain.
@@ -57,6 +58,17 @@ def default_opset(opset_imports: dict[str, int]) -> int | None:
     return None
 
 
+def subgraphs_of(node: ir.Node) -> list[tuple[str, ir.Graph]]:
+    """(label, graph) for every graph attribute of ``node``; GRAPHS entries get ``[i]``."""
+    found: list[tuple[str, ir.Graph]] = []
+    for attr in node.attributes.values():
+        if attr.type == ir.AttributeType.GRAPH:
+            found.append((attr.name, attr.as_graph()))
+        elif attr.type == ir.AttributeType.GRAPHS:
+            found.extend((f"{attr.name}[{i}]", g) for i, g in enumerate(attr.as_graphs()))
+    return found
+
+
 def _node_label(node: ir.Node, index: int) -> str:
     return node.name or f"{node.op_type}_{index}"
 
@@ -64,24 +76,16 @@ def _node_label(node: ir.Node, index: int) -> str:
 def _subscopes(parent: Scope, top_node: ir.Node | None) -> Iterator[Scope]:
     for index, node in enumerate(parent.graph):
         holder = top_node if top_node is not None else node
-        for attr in node.attributes.values():
-            if attr.type == ir.AttributeType.GRAPH:
-                subgraphs = [attr.as_graph()]
-            elif attr.type == ir.AttributeType.GRAPHS:
-                subgraphs = list(attr.as_graphs())
-            else:
-                continue
-            for position, subgraph in enumerate(subgraphs):
-                suffix = f"[{position}]" if attr.type == ir.AttributeType.GRAPHS else ""
-                scope = Scope(
-                    graph=subgraph,
-                    path=f"{parent.path}/{_node_label(node, index)}.{attr.name}{suffix}",
-                    opset=parent.opset,
-                    function=parent.function,
-                    top_node=holder,
-                )
-                yield scope
-                yield from _subscopes(scope, holder)
+        for label, subgraph in subgraphs_of(node):
+            scope = Scope(
+                graph=subgraph,
+                path=f"{parent.path}/{_node_label(node, index)}.{label}",
+                opset=parent.opset,
+                function=parent.function,
+                top_node=holder,
+            )
+            yield scope
+            yield from _subscopes(scope, holder)
 
 
 def iter_scopes(model: ir.Model) -> Iterator[Scope]:

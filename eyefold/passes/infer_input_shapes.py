@@ -23,7 +23,7 @@ import onnx
 import onnx_ir as ir
 
 from eyefold.onnx_safety import defuse_eyelike_dtype
-from eyefold.passes._scopes import Scope, is_eyelike, iter_scopes
+from eyefold.passes._scopes import Scope, is_eyelike, iter_scopes, subgraphs_of
 from eyefold.passes._shapes import merge_shapes
 
 __all__ = ["SLICE_INITIALIZER_LIMIT_BYTES", "InferEyeLikeInputShapesPass", "needs_inference"]
@@ -62,16 +62,9 @@ def _owner_root(value: ir.Value, roots: set[int]) -> ir.Graph | None:
 def _captured_values(node: ir.Node) -> list[ir.Value]:
     """Inputs of ``node`` and of every node in its subgraphs (outer-scope references)."""
     values = [v for v in node.inputs if v is not None]
-    for attr in node.attributes.values():
-        if attr.type == ir.AttributeType.GRAPH:
-            graphs = [attr.as_graph()]
-        elif attr.type == ir.AttributeType.GRAPHS:
-            graphs = list(attr.as_graphs())
-        else:
-            continue
-        for graph in graphs:
-            for inner in graph:
-                values.extend(_captured_values(inner))
+    for _, graph in subgraphs_of(node):
+        for inner in graph:
+            values.extend(_captured_values(inner))
     return values
 
 
