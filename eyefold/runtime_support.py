@@ -135,6 +135,22 @@ class EyeLikeSupport:
         """Whether the runtime's kernel runs the combination without inserting casts."""
         return (input_type, dtype) in self.native.get(eyelike_version(opset), frozenset())
 
+    def hidden_casts(
+        self, input_type: ir.DataType, dtype: ir.DataType | None, opset: int | None
+    ) -> int:
+        """Casts the runtime inserts itself to run a supported combination (0 if native).
+
+        A type the kernel takes natively on one side costs nothing there; each other side
+        costs one cast the runtime adds (onnxruntime's CPU float16 <-> float casts).
+        """
+        if self.is_native(input_type, dtype, opset):
+            return 0
+        pairs = self.native.get(eyelike_version(opset), frozenset())
+        inputs = {i for i, _ in pairs}
+        outputs = {i if o is None else o for i, o in pairs}
+        output_type = input_type if dtype is None else dtype
+        return max(1, (input_type not in inputs) + (output_type not in outputs))
+
     def describe(self) -> str:
         """E.g. ``onnxruntime 1.32.0 (probe)``."""
         return f"{self.runtime} {self.version or '(not installed)'} ({self.source})"
