@@ -9,11 +9,14 @@ import onnx
 import onnx_ir as ir
 
 from eyefold.errors import EyefoldError
+from eyefold.passes._analysis import EyeLikeFacts
 from eyefold.passes._scopes import default_opset
 from eyefold.passes.fold_eye_like import DEFAULT_SIZE_LIMIT_BYTES, FoldEyeLikePass
 from eyefold.passes.infer_eye_like import InferEyeLikeOutputsPass
 from eyefold.passes.infer_input_shapes import InferEyeLikeInputShapesPass
+from eyefold.passes.legalize_eye_like import LegalizeEyeLikePass
 from eyefold.report import NodeOutcome, Report
+from eyefold.runtime_support import get_support
 
 __all__ = ["DEFAULT_TARGET_OPSET", "OptimizeResult", "optimize", "optimize_with_report"]
 
@@ -51,8 +54,15 @@ def run_pipeline(
     upgrade: bool = True,
     fold: bool = True,
     size_limit: int = DEFAULT_SIZE_LIMIT_BYTES,
+    target_runtime: str | None = None,
+    check_runtime: str | None = None,
 ) -> Report:
-    """Runs every step on ``model`` in place and returns the report."""
+    """Runs every step on ``model`` in place and returns the report.
+
+    ``target_runtime`` legalizes the EyeLike nodes left for that runtime (measuring it on
+    first use). ``check_runtime`` (used by ``eyefold inspect``) only judges them, from the
+    cached measurement or the fallback table, never creating a session.
+    """
     _check_options(target_opset, size_limit)
     report = Report(opset_before=default_opset(model.opset_imports))
     del upgrade  # the opset upgrade step is not part of this pipeline yet
@@ -71,8 +81,37 @@ def run_pipeline(
         infer_outputs = InferEyeLikeOutputsPass(size_limit_bytes=size_limit, fold_enabled=fold)
         step.modified = infer_outputs(model).modified
     report.nodes = [NodeOutcome.from_facts(f) for f in [*folded, *infer_outputs.facts]]
+    if target_runtime is not None or check_runtime is not None:
+        _legalize(model, report, infer_outputs.facts, target_runtime, check_runtime)
     report.opset_after = default_opset(model.opset_imports)
     return report
+
+
+def _legalize(
+    model: ir.Model,
+    report: Report,
+    facts: list[EyeLikeFacts],
+    target_runtime: str | None,
+    check_runtime: str | None,
+) -> None:
+    """Legalizes (or only checks) the EyeLike nodes left; records the outcome per node."""
+    rewrite = target_runtime is not None
+    runtime = target_runtime or check_runtime
+    assert runtime is not None
+    support = None if rewrite else get_support(runtime, probe=False)
+    with report.step("legalize" if rewrite else "runtime-check") as step:
+        legalize = LegalizeEyeLikePass(runtime, support=support, rewrite=rewrite)
+        step.modified = legalize(model).modified
+    by_node = {id(outcome.node): outcome for outcome in legalize.outcomes}
+    left = report.nodes[len(report.nodes) - len(facts) :]
+    for node_outcome, node_facts in zip(left, facts, strict=True):
+        outcome = by_node.get(id(node_facts.node))
+        if outcome is not None:
+            node_outcome.runtime_supported = outcome.runs
+            node_outcome.legalized = outcome.legalized
+            node_outcome.runtime_note = outcome.note
+    report.extra["runtime"] = legalize.summary()
+    report.warnings.extend(legalize.warnings())
 
 
 @overload
@@ -86,6 +125,7 @@ def optimize_with_report(
     upgrade: bool = True,
     fold: bool = True,
     size_limit: int = DEFAULT_SIZE_LIMIT_BYTES,
+    target_runtime: str | None = None,
 ) -> OptimizeResult:
     """Like :func:`optimize`, and also returns the per-node report."""
     options = {
@@ -93,6 +133,7 @@ def optimize_with_report(
         "upgrade": upgrade,
         "fold": fold,
         "size_limit": size_limit,
+        "target_runtime": target_runtime,
     }
     if isinstance(model, ir.Model):
         return OptimizeResult(model, run_pipeline(model, **options))  # type: ignore[arg-type]
@@ -110,6 +151,7 @@ def optimize(
     upgrade: bool = True,
     fold: bool = True,
     size_limit: int = DEFAULT_SIZE_LIMIT_BYTES,
+    target_runtime: str | None = None,
 ) -> ModelT:
     """Folds, infers and upgrades the EyeLike nodes of ``model``.
 
@@ -120,6 +162,8 @@ def optimize(
         upgrade: whether to upgrade the opset.
         fold: whether to fold static EyeLike nodes into constants.
         size_limit: largest folded output, in bytes.
+        target_runtime: e.g. ``"onnxruntime"``: rewrite the EyeLike nodes left whose type
+            combination that runtime cannot run (None: leave them as they are).
 
     Returns:
         The optimized model, of the type given.
@@ -128,6 +172,11 @@ def optimize(
         EyefoldError: the model is invalid (the message names the node) or an option is.
     """
     result = optimize_with_report(
-        model, target_opset=target_opset, upgrade=upgrade, fold=fold, size_limit=size_limit
+        model,
+        target_opset=target_opset,
+        upgrade=upgrade,
+        fold=fold,
+        size_limit=size_limit,
+        target_runtime=target_runtime,
     )
     return result.model  # type: ignore[return-value]

@@ -29,6 +29,10 @@ class NodeOutcome:
         from_inputs: graph inputs whose declared shapes a fold rests on.
         input_dtype: element type name of the input, None when unknown.
         opset: default-domain opset of the node's scope.
+        runtime_supported: whether the target runtime runs the node as it was (None: not
+            checked, folded away, or not decidable).
+        legalized: whether the node was rewritten into a form the target runtime runs.
+        runtime_note: the runtime check and its outcome in words, None when not checked.
     """
 
     name: str
@@ -42,6 +46,9 @@ class NodeOutcome:
     from_inputs: list[str] = dataclasses.field(default_factory=list)
     input_dtype: str | None = None
     opset: int | None = None
+    runtime_supported: bool | None = None
+    legalized: bool = False
+    runtime_note: str | None = None
 
     @classmethod
     def from_facts(cls, facts: EyeLikeFacts) -> NodeOutcome:
@@ -131,6 +138,8 @@ def _describe(node: NodeOutcome) -> str:
     line += f": {node.reason}"
     if node.action == "folded" and node.from_inputs:
         line += f" (bakes in the declared shape of input {', '.join(node.from_inputs)})"
+    if node.runtime_note and node.runtime_supported is not True:
+        line += f" [{node.runtime_note}]"
     return line
 
 

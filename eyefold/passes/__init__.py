@@ -5,6 +5,7 @@ from __future__ import annotations
 from eyefold.passes.fold_eye_like import DEFAULT_SIZE_LIMIT_BYTES, FoldEyeLikePass
 from eyefold.passes.infer_eye_like import InferEyeLikeOutputsPass
 from eyefold.passes.infer_input_shapes import InferEyeLikeInputShapesPass
+from eyefold.passes.legalize_eye_like import LegalizeEyeLikePass
 from eyefold.passes.pipeline import default_pipeline
 
 __all__ = [
@@ -12,5 +13,6 @@ __all__ = [
     "FoldEyeLikePass",
     "InferEyeLikeInputShapesPass",
     "InferEyeLikeOutputsPass",
+    "LegalizeEyeLikePass",
     "default_pipeline",
 ]

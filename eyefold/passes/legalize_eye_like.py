@@ -16,7 +16,7 @@ import onnx_ir as ir
 from eyefold.eyelike_types import allowed_types, to_data_type
 from eyefold.passes._analysis import node_label
 from eyefold.passes._scopes import Scope, is_eyelike, iter_scopes
-from eyefold.runtime_support import EyeLikeSupport, get_support
+from eyefold.runtime_support import EyeLikeSupport, check_runtime, get_support
 
 __all__ = ["LegalizeEyeLikePass", "LegalizeOutcome", "Plan", "choose_plan"]
 
@@ -173,8 +173,17 @@ class _FreshNames:
         return name
 
 
-def _cast_node(source: ir.Value, to: ir.DataType, output: ir.Value) -> ir.Node:
-    return ir.Node("", "Cast", [source], attributes=[ir.AttrInt64("to", to)], outputs=[output])
+def _cast_node(
+    source: ir.Value, to: ir.DataType, output: ir.Value, name: str | None
+) -> ir.Node:
+    return ir.Node(
+        "", "Cast", [source], attributes=[ir.AttrInt64("to", to)], outputs=[output], name=name
+    )
+
+
+def _named(node: ir.Node, role: str) -> str | None:
+    """A name for a node eyefold adds next to ``node`` (None: let onnx-ir pick one)."""
+    return f"{node.name}__eyefold_{role}" if node.name else None
 
 
 def _rewrite(scope: Scope, node: ir.Node, plan: Plan, names: _FreshNames) -> None:
@@ -187,7 +196,8 @@ def _rewrite(scope: Scope, node: ir.Node, plan: Plan, names: _FreshNames) -> Non
             type=ir.TensorType(plan.input_type),
             shape=None if source.shape is None else ir.Shape(source.shape),
         )
-        scope.graph.insert_before(node, _cast_node(source, plan.input_type, cast_out))
+        cast = _cast_node(source, plan.input_type, cast_out, _named(node, "cast_input"))
+        scope.graph.insert_before(node, cast)
         node.replace_input_with(0, cast_out)
     if plan.dtype is None:
         node.attributes.pop("dtype", None)
@@ -205,7 +215,8 @@ def _rewrite(scope: Scope, node: ir.Node, plan: Plan, names: _FreshNames) -> Non
     )
     result.name = names.fresh(f"{base}__eyefold_{plan.eyelike_output.name.lower()}")
     result.type = ir.TensorType(plan.eyelike_output)
-    scope.graph.insert_after(node, _cast_node(result, plan.output_type, final))
+    cast = _cast_node(result, plan.output_type, final, _named(node, "cast_output"))
+    scope.graph.insert_after(node, cast)
     for user, index in users:
         user.replace_input_with(index, final)
     outputs = scope.graph.outputs
@@ -248,6 +259,7 @@ class LegalizeEyeLikePass(ir.passes.InPlacePass):
         rewrite: bool = True,
     ) -> None:
         super().__init__()
+        check_runtime(runtime)
         self.runtime = runtime
         self.support = support
         self.rewrite = rewrite
@@ -267,6 +279,38 @@ class LegalizeEyeLikePass(ir.passes.InPlacePass):
         count = sum(outcome.legalized for outcome in self.outcomes)
         logger.info("EyeLike nodes legalized for %s: %d", support.describe(), count)
         return ir.passes.PassResult(model, modified=bool(count))
+
+    def warnings(self) -> list[str]:
+        """What the last call left that the target may still fail on, in words."""
+        assert self.support is not None
+        target = self.support.describe()
+        if not self.rewrite:
+            refused = sum(o.runs is False for o in self.outcomes)
+            if not refused:
+                return []
+            return [
+                f"{refused} EyeLike node(s) cannot run on {target}; the option"
+                f" --target-runtime {self.runtime} (target_runtime={self.runtime!r})"
+                " rewrites them into a form it runs"
+            ]
+        left = sum(o.runs is not True and not o.legalized for o in self.outcomes)
+        if not left:
+            return []
+        return [f"{left} EyeLike node(s) may still fail on {target}: see their notes"]
+
+    def summary(self) -> dict[str, object]:
+        """The runtime check for the report: target, where its table came from, counts."""
+        assert self.support is not None
+        return {
+            "name": self.support.runtime,
+            "version": self.support.version,
+            "source": self.support.source,
+            "rewrite": self.rewrite,
+            "checked": len(self.outcomes),
+            "unsupported": sum(o.runs is False for o in self.outcomes),
+            "undecided": sum(o.runs is None for o in self.outcomes),
+            "legalized": sum(o.legalized for o in self.outcomes),
+        }
 
     def _visit(
         self, scope: Scope, node: ir.Node, support: EyeLikeSupport, names: _FreshNames
