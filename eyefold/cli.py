@@ -5,16 +5,33 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import shlex
 import sys
 import traceback
 from collections.abc import Sequence
 
 from eyefold import __version__
 from eyefold._optimize import DEFAULT_TARGET_OPSET, run_pipeline
+from eyefold.check import check_equivalence
 from eyefold.errors import EyefoldError
-from eyefold.model_io import load_model, save_model
+from eyefold.input_shapes import (
+    InputShape,
+    InputShapeError,
+    apply_input_shapes,
+    parse_input_shape,
+)
+from eyefold.model_io import (
+    check_output_path,
+    external_data_files,
+    files_bytes,
+    load_model,
+    save_model,
+    write_text,
+)
 from eyefold.passes.fold_eye_like import DEFAULT_SIZE_LIMIT_BYTES
-from eyefold.report import Report, render_summary
+from eyefold.report import Report
+from eyefold.summary import RunLog, model_stats, render_inspect, render_optimize, use_color
 
 __all__ = ["main", "parse_size"]
 
@@ -31,27 +48,59 @@ def parse_size(text: str) -> int:
     return int(number) * _SIZE_SUFFIXES[suffix]
 
 
+_EXAMPLES = """\
+examples:
+  eyefold optimize model.onnx model.opt.onnx
+  eyefold optimize model.onnx model.opt.onnx --check --report report.json
+  eyefold optimize model.onnx model.opt.onnx --input-shape x:1,3,224,224
+  eyefold optimize big.onnx big.opt.onnx --external-data --size-limit 16M
+  eyefold optimize model.onnx model.onnx -q      # in place, atomically
+  eyefold inspect model.onnx --json
+"""
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="eyefold",
         description="Fold, infer and upgrade the EyeLike nodes of ONNX models.",
-        epilog="examples:\n  eyefold optimize model.onnx model.opt.onnx\n"
-        "  eyefold inspect model.onnx --json",
+        epilog=_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"eyefold {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log and show tracebacks")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    optimize = commands.add_parser("optimize", help="write an optimized copy of a model")
+    optimize = commands.add_parser(
+        "optimize",
+        help="write an optimized copy of a model",
+        epilog=_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     optimize.add_argument("input", metavar="INPUT", help="model to read")
-    optimize.add_argument("output", metavar="OUTPUT", help="where to write the result")
+    optimize.add_argument(
+        "output", metavar="OUTPUT", help="where to write the result (may be INPUT)"
+    )
     _add_pipeline_options(optimize)
     optimize.add_argument("--report", metavar="PATH", help="write the JSON report here")
     optimize.add_argument("-q", "--quiet", action="store_true", help="print no summary")
+    optimize.add_argument(
+        "--check",
+        action="store_true",
+        help="run original and result on random inputs (onnxruntime, else onnx.reference);"
+        " write nothing unless the outputs are equal",
+    )
+    optimize.add_argument(
+        "--external-data",
+        action="store_true",
+        help="save tensors over 1 KiB to OUTPUT.data beside OUTPUT (automatic for"
+        " models over 2 GiB and for inputs with external data)",
+    )
 
     inspect = commands.add_parser(
-        "inspect", help="list every EyeLike and what optimize would do; writes nothing"
+        "inspect",
+        help="list every EyeLike and what optimize would do; writes nothing",
+        epilog="example:\n  eyefold inspect model.onnx --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     inspect.add_argument("input", metavar="INPUT", help="model to read")
     _add_pipeline_options(inspect)
@@ -76,10 +125,35 @@ def _add_pipeline_options(parser: argparse.ArgumentParser) -> None:
         metavar="BYTES",
         help="fold only outputs up to this size; K/M/G suffixes (default 1M)",
     )
+    parser.add_argument(
+        "--input-shape",
+        type=_input_shape,
+        action="append",
+        default=[],
+        metavar="NAME:D0,D1,...",
+        help="pin a graph input's shape first (repeatable; dims are integers or names)",
+    )
 
 
-def _run(args: argparse.Namespace) -> Report:
-    model = load_model(args.input)
+def _input_shape(text: str) -> InputShape:
+    try:
+        return parse_input_shape(text)
+    except InputShapeError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _run(args: argparse.Namespace, log: RunLog) -> Report:
+    optimizing = args.command == "optimize"
+    if optimizing:
+        check_output_path(args.output)
+        if args.report:
+            check_output_path(args.report)
+    with log.step("load", f"loading {args.input}"):
+        model = load_model(args.input)
+    if optimizing:
+        input_files = [os.path.abspath(args.input), *external_data_files(model)]
+        log.before = model_stats(model, files_bytes(input_files))
+    apply_input_shapes(model, args.input_shape)
     report = run_pipeline(
         model,
         target_opset=args.target_opset,
@@ -87,28 +161,47 @@ def _run(args: argparse.Namespace) -> Report:
         fold=not args.no_fold,
         size_limit=args.size_limit,
     )
-    if args.command == "optimize":
-        save_model(model, args.output)
+    if optimizing:
+        if args.check:
+            with log.step("check", "checking the result against the original"):
+                log.check = check_equivalence(
+                    args.input, model, workdir=os.path.dirname(os.path.abspath(args.output))
+                )
+        with log.step("save", f"saving {args.output}"):
+            log.output = save_model(
+                model,
+                args.output,
+                external_data=args.external_data,
+                source_path=args.input,
+                progress=log.progress,
+            )
+        log.after = model_stats(model, log.output.bytes)
+    log.merge_into(report)
     return report
 
 
+def _warn_unused_options(args: argparse.Namespace) -> None:
+    if args.no_fold and args.size_limit != DEFAULT_SIZE_LIMIT_BYTES:
+        print("eyefold: warning: --size-limit has no effect with --no-fold", file=sys.stderr)
+
+
 def _write_report(report: Report, path: str) -> None:
-    try:
-        with open(path, "w", encoding="utf-8") as handle:
-            json.dump(report.to_dict(), handle, indent=2)
-            handle.write("\n")
-    except OSError as error:
-        raise EyefoldError(f"cannot write the report {path}: {error}") from None
+    write_text(path, json.dumps(report.to_dict(), indent=2) + "\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command line; returns the exit status (0 ok, 1 error, 2 usage)."""
     args = _build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
+    _warn_unused_options(args)
+    log = RunLog()
     try:
-        report = _run(args)
+        report = _run(args, log)
         if args.command == "optimize" and args.report:
             _write_report(report, args.report)
+    except InputShapeError as error:  # the options do not fit the model: a usage error
+        print(f"eyefold: error: {error}", file=sys.stderr)
+        return 2
     except EyefoldError as error:
         if args.verbose:
             traceback.print_exc()
@@ -124,7 +217,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 1
     if args.command == "inspect":
-        print(json.dumps(report.to_dict(), indent=2) if args.json else render_summary(report))
+        print(
+            json.dumps(report.to_dict(), indent=2)
+            if args.json
+            else render_inspect(report, args.input)
+        )
     elif not args.quiet:
-        print(render_summary(report))
+        command = shlex.join(["eyefold", *(sys.argv[1:] if argv is None else argv)])
+        print(render_optimize(report, log, color=use_color(sys.stdout), command=command))
     return 0

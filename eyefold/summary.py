@@ -1,0 +1,333 @@
+"""What the command line shows a person: summary tables on stdout, progress on stderr.
+
+``eyefold optimize`` ends with a before/after table in the style onnxsim users know (the op
+counts that changed, initializers, opset, model size), one line per EyeLike, the ``--check``
+verdict and a status line. ``eyefold inspect`` prints one table row per EyeLike. Colour is
+used only on a terminal (and never with ``NO_COLOR`` set); progress lines for long steps go
+to stderr only when it is a terminal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TextIO
+
+import onnx_ir as ir
+
+from eyefold.passes._scopes import DEFAULT_DOMAINS, default_opset, iter_scopes
+from eyefold.report import NodeOutcome, Report, StepTiming
+
+__all__ = [
+    "INSPECT_COLUMNS",
+    "ModelStats",
+    "Progress",
+    "RunLog",
+    "model_stats",
+    "op_counts",
+    "render_inspect",
+    "render_optimize",
+    "use_color",
+]
+
+# Node lines shown in the optimize summary; the full list is in --report and inspect.
+MAX_NODE_LINES = 20
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelStats:
+    """The numbers of the before/after table.
+
+    Attributes:
+        ops: node count per op type over every graph, subgraph and function
+            (``domain::Op`` outside the default domain).
+        initializers: initializers of the main graph and its subgraphs.
+        opset: default-domain opset.
+        bytes: size on disk of the model file and its external data, when known.
+    """
+
+    ops: dict[str, int]
+    initializers: int
+    opset: int | None
+    bytes: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return dataclasses.asdict(self)
+
+
+def op_counts(model: ir.Model) -> dict[str, int]:
+    """Nodes per op type in the main graph, every subgraph and every function."""
+    counts: Counter[str] = Counter()
+    for scope in iter_scopes(model):
+        for node in scope.graph:
+            default = node.domain in DEFAULT_DOMAINS
+            counts[node.op_type if default else f"{node.domain}::{node.op_type}"] += 1
+    return dict(sorted(counts.items()))
+
+
+def model_stats(model: ir.Model, nbytes: int | None) -> ModelStats:
+    """Counts ops and initializers (cheap: no tensor data is read)."""
+    initializers = sum(len(graph.initializers) for graph in model.graphs())
+    return ModelStats(
+        ops=op_counts(model),
+        initializers=initializers,
+        opset=default_opset(model.opset_imports),
+        bytes=nbytes,
+    )
+
+
+def use_color(stream: TextIO) -> bool:
+    """Colour only on a terminal, and never when ``NO_COLOR`` is set."""
+    return stream.isatty() and not os.environ.get("NO_COLOR")
+
+
+class Progress:
+    """Progress lines on stderr, shown only when it is a terminal.
+
+    Calling the object replaces the current progress line; :meth:`done` ends it.
+    """
+
+    def __init__(self, stream: TextIO | None = None, *, enabled: bool | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self._open = False
+
+    def __call__(self, message: str) -> None:
+        """Shows ``message`` as the current progress line."""
+        if self.enabled:
+            self.stream.write(f"\r\x1b[K{message}")
+            self.stream.flush()
+            self._open = True
+
+    def done(self, message: str | None = None) -> None:
+        """Ends the progress line, with a last message if given."""
+        if not self.enabled:
+            return
+        if message is not None:
+            self(message)
+        if self._open:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._open = False
+
+
+@dataclasses.dataclass
+class RunLog:
+    """What the command did around the pipeline: timed steps, stats, check, save.
+
+    Attributes:
+        progress: where long steps say what they are doing.
+        steps: the command's own steps (load, check, save) in order.
+        before: stats of the input model.
+        after: stats of the result.
+        check: the ``--check`` outcome, if it ran.
+        output: the files written, if any.
+    """
+
+    progress: Progress = dataclasses.field(default_factory=Progress)
+    steps: list[StepTiming] = dataclasses.field(default_factory=list)
+    before: ModelStats | None = None
+    after: ModelStats | None = None
+    check: Any = None
+    output: Any = None
+
+    @contextlib.contextmanager
+    def step(self, name: str, message: str | None = None) -> Iterator[StepTiming]:
+        """Times a step; with ``message``, shows it as progress while the step runs."""
+        record = StepTiming(name, 0.0)
+        if message is not None:
+            self.progress(message)
+        start = time.perf_counter()
+        try:
+            yield record
+        finally:
+            record.seconds = time.perf_counter() - start
+            self.steps.append(record)
+            if message is not None:
+                self.progress.done(f"{message} done in {record.seconds:.2f}s")
+
+    def merge_into(self, report: Report) -> None:
+        """Adds the command's steps, stats, check and output to the report."""
+        load = [s for s in self.steps if s.name == "load"]
+        rest = [s for s in self.steps if s.name != "load"]
+        report.steps[:0] = load
+        report.steps.extend(rest)
+        if self.before is not None:
+            after = self.after
+            report.extra["ops"] = {
+                "before": self.before.ops,
+                "after": after.ops if after else None,
+            }
+            report.extra["model_bytes"] = {
+                "before": self.before.bytes,
+                "after": after.bytes if after else None,
+            }
+            report.extra["initializers"] = {
+                "before": self.before.initializers,
+                "after": after.initializers if after else None,
+            }
+        if self.check is not None:
+            report.extra["check"] = self.check.to_dict()
+        if self.output is not None:
+            report.extra["output"] = {
+                "path": self.output.path,
+                "data_path": self.output.data_path,
+                "external_tensors": self.output.external_tensors,
+            }
+
+
+def _table(rows: Sequence[Sequence[str]], right: Sequence[bool]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for row in rows:
+        cells = [
+            cell.rjust(width) if align else cell.ljust(width)
+            for cell, width, align in zip(row, widths, right, strict=True)
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return lines
+
+
+def _shape_text(dtype: str | None, shape: list[int | str | None] | None) -> str:
+    if dtype is None and shape is None:
+        return "?"
+    dims = "?" if shape is None else ",".join("?" if d is None else str(d) for d in shape)
+    return f"{dtype or '?'}[{dims}]"
+
+
+def _reason(node: NodeOutcome) -> str:
+    reason = node.reason
+    if node.action == "folded" and node.from_inputs:
+        reason += f" (bakes in the declared shape of input {', '.join(node.from_inputs)})"
+    note = getattr(node, "runtime_note", None)
+    if note and getattr(node, "runtime_supported", None) is not True:
+        reason += f" [{note}]"
+    return reason
+
+
+def _runtime(node: NodeOutcome) -> str:
+    supported = getattr(node, "runtime_supported", None)
+    return "-" if supported is None else ("yes" if supported else "no")
+
+
+Column = tuple[str, Callable[[NodeOutcome], str], bool]
+
+# The inspect table: (header, cell, right-aligned). RUNS: whether the target runtime runs
+# the node as it is ("-" when not checked or folded away); shown once any node was checked.
+INSPECT_COLUMNS: list[Column] = [
+    ("NODE", lambda n: n.name or "(unnamed)", False),
+    ("GRAPH", lambda n: n.graph, False),
+    ("INPUT", lambda n: _shape_text(n.input_dtype, n.shape), False),
+    ("OUTPUT", lambda n: n.dtype or "?", False),
+    ("K", lambda n: str(n.k), True),
+    ("OPSET", lambda n: "?" if n.opset is None else str(n.opset), True),
+    ("BYTES", lambda n: "?" if n.bytes is None else str(n.bytes), True),
+    ("ACTION", lambda n: n.action, False),
+    ("RUNS", _runtime, False),
+    ("WHY", _reason, False),
+]
+
+
+def _node_table(nodes: Sequence[NodeOutcome]) -> list[str]:
+    checked = any(getattr(n, "runtime_supported", None) is not None for n in nodes)
+    columns = [c for c in INSPECT_COLUMNS if checked or c[0] != "RUNS"]
+    rows = [[header for header, _, _ in columns]]
+    rows.extend([cell(node) for _, cell, _ in columns] for node in nodes)
+    return _table(rows, [align for _, _, align in columns])
+
+
+def _counts_line(report: Report) -> str:
+    counts = report.counts()
+    return (
+        f"EyeLike: {counts['total']} found, {counts['folded']} folded,"
+        f" {counts['inferred']} inferred, {counts['kept']} kept"
+    )
+
+
+def render_inspect(report: Report, source: str) -> str:
+    """The ``eyefold inspect`` table: one row per EyeLike and what optimize would do."""
+    lines = [
+        f"{source}: opset {report.opset_before}"
+        + (
+            f" (optimize would make it {report.opset_after})"
+            if report.opset_after != report.opset_before
+            else ""
+        ),
+        _counts_line(report),
+    ]
+    if report.nodes:
+        lines.extend(["", *_node_table(report.nodes)])
+    lines.extend(f"warning: {warning}" for warning in report.warnings)
+    return "\n".join(lines)
+
+
+def _cell(before: object, after: object, color: bool, lower_is_better: bool) -> str:
+    text = "-" if after is None else str(after)
+    if not color or before == after or not isinstance(before, int):
+        return text
+    better = isinstance(after, int) and (after < before) == lower_is_better
+    return f"\x1b[1;32m{text}\x1b[0m" if better else f"\x1b[1m{text}\x1b[0m"
+
+
+def _before_after(before: ModelStats, after: ModelStats, color: bool) -> list[str]:
+    rows: list[list[str]] = [["", "before", "after"]]
+    plain: list[list[str]] = [["", "before", "after"]]
+    changed_ops = [
+        op
+        for op in sorted({*before.ops, *after.ops})
+        if before.ops.get(op, 0) != after.ops.get(op, 0)
+    ]
+    entries: list[tuple[str, object, object, bool]] = [
+        (op, before.ops.get(op, 0), after.ops.get(op, 0), True) for op in changed_ops
+    ]
+    entries += [
+        ("initializers", before.initializers, after.initializers, False),
+        ("opset", before.opset, after.opset, False),
+        ("model bytes", before.bytes, after.bytes, True),
+    ]
+    for label, old, new, lower in entries:
+        old_text = "-" if old is None else str(old)
+        plain.append([label, old_text, "-" if new is None else str(new)])
+        rows.append([label, old_text, _cell(old, new, color, lower)])
+    # Align on the plain text so escape codes do not skew the columns.
+    aligned = _table(plain, [False, True, True])
+    if not color:
+        return aligned
+    widths = [max(len(r[i]) for r in plain) for i in range(3)]
+    return [
+        f"{r[0].ljust(widths[0])}  {r[1].rjust(widths[1])}  "
+        + " " * (widths[2] - len(p[2]))
+        + r[2]
+        for r, p in zip(rows, plain, strict=True)
+    ]
+
+
+def render_optimize(report: Report, log: RunLog, *, color: bool, command: str) -> str:
+    """The optimize summary: before/after table, EyeLike nodes, check, status line."""
+    lines: list[str] = []
+    if log.before is not None and log.after is not None:
+        lines.extend(_before_after(log.before, log.after, color))
+        lines.append("")
+    lines.append(_counts_line(report))
+    if report.nodes:
+        lines.extend("  " + line for line in _node_table(report.nodes[:MAX_NODE_LINES]))
+        hidden = len(report.nodes) - MAX_NODE_LINES
+        if hidden > 0:
+            lines.append(f"  ... and {hidden} more (see --report or eyefold inspect)")
+    lines.extend(f"warning: {warning}" for warning in report.warnings)
+    if log.check is not None:
+        lines.append(log.check.describe())
+    if log.output is not None:
+        where = log.output.path
+        if log.output.data_path:
+            where += f" + {os.path.basename(log.output.data_path)}"
+        lines.append(f"wrote {where} ({log.output.bytes} bytes)")
+    seconds = sum(s.seconds for s in report.steps)
+    lines.append(f"PASSED | Runtime: {seconds:.2f}s | Command: {command}")
+    return "\n".join(lines)
