@@ -1,0 +1,79 @@
+"""Selecting rewrite rules from ``eyefold.rules.ALL_RULES`` by name, exactness and phase."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from onnxscript.rewriter import RewriteRuleSet
+
+from eyefold.errors import EyefoldError
+from eyefold.rules import ALL_RULES, PHASES, Phase, RuleSpec
+
+__all__ = ["UnknownRuleError", "load_rules", "rule_names", "select_rules"]
+
+
+class UnknownRuleError(EyefoldError):
+    """A rule name that is not in the registry, or a relaxed rule without opting in."""
+
+
+def rule_names() -> tuple[str, ...]:
+    """Every registered rule name, in registry order."""
+    return tuple(spec.name for spec in ALL_RULES)
+
+
+def select_rules(
+    names: Sequence[str] | None = None,
+    *,
+    relaxed: bool = False,
+    phase: Phase | None = None,
+) -> tuple[RuleSpec, ...]:
+    """The rules to run, in registry order.
+
+    Args:
+        names: rule names; None selects every exact rule (and the relaxed ones too when
+            ``relaxed``); an empty sequence selects none.
+        relaxed: allow rules that are exact only up to IEEE special values.
+        phase: keep only the rules of this phase (None: both phases).
+
+    Raises:
+        UnknownRuleError: a name is not registered, or names a relaxed rule while
+            ``relaxed`` is False.
+    """
+    if isinstance(names, str):
+        raise TypeError("names must be a sequence of rule names, not a string")
+    if phase is not None and phase not in PHASES:
+        raise EyefoldError(f"unknown rule phase {phase!r}; expected one of {PHASES}")
+    if names is None:
+        chosen = [s for s in ALL_RULES if relaxed or s.exactness == "exact"]
+    else:
+        known = {spec.name: spec for spec in ALL_RULES}
+        unknown = sorted(set(names) - known.keys())
+        if unknown:
+            raise UnknownRuleError(
+                f"unknown rule {', '.join(unknown)}; known rules: {', '.join(known)}"
+            )
+        wanted = set(names)
+        chosen = [s for s in ALL_RULES if s.name in wanted]
+        blocked = [s.name for s in chosen if s.exactness == "relaxed" and not relaxed]
+        if blocked:
+            raise UnknownRuleError(
+                f"rule {', '.join(blocked)} is relaxed (not exact for inf, NaN and -0.0);"
+                " enable relaxed rules (--relaxed) to run it"
+            )
+    return tuple(s for s in chosen if phase is None or s.phase == phase)
+
+
+def load_rules(
+    names: Sequence[str] | None = None,
+    *,
+    relaxed: bool = False,
+    phase: Phase | None = None,
+) -> RewriteRuleSet | None:
+    """The selected rules as an onnxscript ``RewriteRuleSet`` (None when none is selected).
+
+    onnxscript's own driver tries every rule on every node, which is slow on large
+    graphs; ``eyefold.passes.ApplyEyeLikeRulesPass`` runs the same rules on the few
+    nodes near an EyeLike or an identity constant.
+    """
+    specs = select_rules(names, relaxed=relaxed, phase=phase)
+    return RewriteRuleSet([spec.rule for spec in specs]) if specs else None

@@ -1,0 +1,211 @@
+"""Apply eyefold's rewrite rules next to every EyeLike and identity constant, in every scope.
+
+onnxscript's ``RewriteRuleSet.apply_to_model`` tries every rule on every node, which costs
+seconds on graphs of a few thousand nodes. Every eyefold pattern contains an EyeLike node
+or a constant identity matrix, and its root (the node whose output it replaces) is that
+EyeLike or one of its direct consumers. So this pass collects those candidate roots in
+one linear walk, tries the rules only there, and after each rewrite only the new nodes
+and their consumers: the cost grows with the number of EyeLike nodes, not the graph.
+Rewrites use the rules' own ``try_rewrite`` and onnx-ir's
+``replace_nodes_and_values``, as onnxscript's driver does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+
+import onnx_ir as ir
+from onnxscript.rewriter import RewriteRule
+
+from eyefold._rule_loading import select_rules
+from eyefold.passes._scopes import DEFAULT_DOMAINS, Scope, iter_scopes
+from eyefold.passes.fold_eye_like import _remove_dead_producers
+from eyefold.rules import Phase, RuleSpec
+
+__all__ = ["DEFAULT_MAX_ROUNDS", "RULE_TAG_KEY", "ApplyEyeLikeRulesPass"]
+
+logger = logging.getLogger(__name__)
+
+# Rewrites in one scope come in rounds: the candidates, then the nodes the previous round
+# created and their consumers. Every rule removes at least one node or replaces a MatMul by
+# an Identity no rule matches, so real chains settle in two or three rounds; the bound only
+# guards against a rule pair that would undo each other.
+DEFAULT_MAX_ROUNDS = 8
+
+# Metadata key naming the rule that created a node.
+RULE_TAG_KEY = "pkg.eyefold.rule"
+
+
+def _body(graph_or_function: ir.Graph | ir.Function) -> ir.Graph:
+    return (
+        graph_or_function.graph
+        if isinstance(graph_or_function, ir.Function)
+        else graph_or_function
+    )
+
+
+def _is_square_constant(value: ir.Value) -> bool:
+    """A rank-2 square constant (shape only; no data read)."""
+    tensor = value.const_value
+    if tensor is None:
+        producer = value.producer()
+        if producer is None or producer.op_type != "Constant":
+            return False
+        attribute = producer.attributes.get("value")
+        if attribute is None or attribute.type != ir.AttributeType.TENSOR:
+            return False
+        tensor = attribute.as_tensor()
+    dims = tensor.shape.dims
+    return len(dims) == 2 and dims[0] == dims[1]
+
+
+def _candidate_roots(
+    scopes: Sequence[Scope], with_constants: bool
+) -> dict[int, list[ir.Node]]:
+    """Candidate root nodes per graph body (keyed by id), in graph order of discovery.
+
+    Roots are EyeLike nodes and the consumers of their outputs, plus (``with_constants``)
+    the consumers of square constants. A consumer may sit in a subgraph of the graph that
+    holds the anchor, so roots are grouped by the graph they actually belong to.
+    """
+    anchors: list[ir.Value] = []
+    roots: list[ir.Node] = []
+    for scope in scopes:
+        for node in scope.graph:
+            if node.domain not in DEFAULT_DOMAINS:
+                continue
+            if node.op_type == "EyeLike":
+                roots.append(node)
+                anchors.extend(node.outputs)
+            elif with_constants and node.op_type == "Constant":
+                anchors.extend(v for v in node.outputs if _is_square_constant(v))
+        if with_constants and isinstance(scope.graph, ir.Graph):
+            anchors.extend(
+                v for v in scope.graph.initializers.values() if _is_square_constant(v)
+            )
+    for value in anchors:
+        roots.extend(value.consumers())
+    grouped: dict[int, list[ir.Node]] = {}
+    seen: set[int] = set()
+    for node in roots:
+        if id(node) in seen or node.graph is None:
+            continue
+        seen.add(id(node))
+        grouped.setdefault(id(node.graph), []).append(node)
+    return grouped
+
+
+def _next_candidates(
+    new_nodes: Iterable[ir.Node], new_values: Iterable[ir.Value]
+) -> list[ir.Node]:
+    found = list(new_nodes)
+    for value in new_values:
+        found.extend(value.consumers())
+    for node in list(found):
+        for output in node.outputs:
+            found.extend(output.consumers())
+    return found
+
+
+class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):
+    """Applies the selected rewrite rules in the main graph, subgraphs and functions.
+
+    Each scope is rewritten until no rule fires (at most ``max_rounds`` rounds). Nodes a
+    rewrite leaves without users (a bypassed EyeLike, an identity initializer, the chain
+    that fed them) are removed; graph inputs and outputs never are.
+
+    Attributes:
+        specs: the selected rules, in registry order.
+        max_rounds: bound on the rewrite rounds per scope.
+        hits: after a call, how often each selected rule fired.
+    """
+
+    def __init__(
+        self,
+        *,
+        rules: Sequence[str] | None = None,
+        relaxed: bool = False,
+        phase: Phase | None = None,
+        max_rounds: int = DEFAULT_MAX_ROUNDS,
+    ) -> None:
+        """Selects the rules (see ``eyefold._rule_loading.select_rules``).
+
+        Raises:
+            UnknownRuleError: an unknown rule name, or a relaxed one without ``relaxed``.
+        """
+        super().__init__()
+        self.specs: tuple[RuleSpec, ...] = select_rules(rules, relaxed=relaxed, phase=phase)
+        self.max_rounds = max_rounds
+        self.hits: dict[str, int] = {}
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        """Rewrites every scope of ``model`` in place."""
+        self.hits = dict.fromkeys((spec.name for spec in self.specs), 0)
+        if not self.specs:
+            return ir.passes.PassResult(model, modified=False)
+        scopes = list(iter_scopes(model))
+        roots = _candidate_roots(scopes, any(s.matches_constants for s in self.specs))
+        for scope in scopes:
+            candidates = roots.get(id(_body(scope.graph)))
+            if candidates:
+                self._rewrite_scope(model, scope, candidates)
+        total = sum(self.hits.values())
+        logger.info("EyeLike rewrite rules fired %d times: %s", total, self.hits)
+        return ir.passes.PassResult(model, modified=bool(total))
+
+    def _rewrite_scope(self, model: ir.Model, scope: Scope, candidates: list[ir.Node]) -> None:
+        body = _body(scope.graph)
+        work = candidates
+        for _ in range(self.max_rounds):
+            following: list[ir.Node] = []
+            for node in work:
+                if node.graph is not body:
+                    continue  # removed (or never here) since it was queued
+                following.extend(self._try_rules(model, scope.graph, node))
+            seen: set[int] = set()
+            work = [n for n in following if not (id(n) in seen or seen.add(id(n)))]
+            if not work:
+                return
+        logger.warning(
+            "rewrite rules in %s still matched after %d rounds; stopped there",
+            scope.path,
+            self.max_rounds,
+        )
+
+    def _try_rules(
+        self, model: ir.Model, graph_or_function: ir.Graph | ir.Function, node: ir.Node
+    ) -> list[ir.Node]:
+        """Applies the first rule that matches at ``node``; returns the next candidates."""
+        for spec in self.specs:
+            delta = spec.rule.try_rewrite(model, graph_or_function, node)
+            if delta is None:
+                continue
+            _apply(graph_or_function, node, spec.rule, delta)
+            for new_node in delta.new_nodes:
+                new_node.metadata_props[RULE_TAG_KEY] = spec.name
+            self.hits[spec.name] += 1
+            return _next_candidates(delta.new_nodes, delta.new_outputs)
+        return []
+
+
+def _apply(
+    graph_or_function: ir.Graph | ir.Function,
+    root: ir.Node,
+    rule: RewriteRule,
+    delta,  # onnxscript's ReplacementSubgraph
+) -> None:
+    if delta.new_initializers:
+        # No eyefold rule creates initializers; a future one must register them here.
+        raise AssertionError(f"rule {rule.name} created initializers")
+    removed_inputs = [v for n in delta.match.nodes for v in n.inputs if v is not None]
+    ir.convenience.replace_nodes_and_values(
+        graph_or_function,
+        root,
+        delta.match.nodes if rule.remove_nodes else [],
+        delta.new_nodes,
+        delta.match.outputs,
+        delta.new_outputs,
+    )
+    for value in removed_inputs:
+        _remove_dead_producers(value)

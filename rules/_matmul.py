@@ -1,0 +1,92 @@
+"""MatMul with an exact identity operand -> the other operand: the shared matching logic.
+
+``matmul_int_identity`` (exact) and ``matmul_float_identity`` (relaxed) differ only in
+which element types they accept; both subclass :class:`MatMulIdentityBase`.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import onnx_ir as ir
+from onnxscript.rewriter import MatchResult, RewriteRuleClassBase
+
+from eyefold.rules._common import identity_operand, same_dim
+
+__all__ = ["MatMulIdentityBase", "identity_side"]
+
+
+def _contracted_dim(other: ir.Value, identity_on_right: bool) -> int | ir.SymbolicDim | None:
+    """The dim of ``other`` that MatMul contracts with the identity (None when unknown)."""
+    if other.shape is None or len(other.shape) == 0:
+        return None
+    dims = other.shape.dims
+    if identity_on_right or len(dims) == 1:
+        return dims[-1]
+    return dims[-2]
+
+
+def identity_side(a: ir.Value, b: ir.Value) -> tuple[ir.Value, ir.DataType] | str:
+    """The operand MatMul(a, b) equals, with its type, or why neither side qualifies.
+
+    The identity must be square ``n x n`` with the contracted dim of the other operand
+    provably ``n`` and the same element type, so the product has exactly the other
+    operand's shape and type (MatMul broadcasting cannot change it: the identity is 2-D).
+    """
+    reasons = []
+    for identity, other, on_right in ((b, a, True), (a, b, False)):
+        found = identity_operand(identity)
+        if found is None:
+            continue
+        size, dtype = found
+        if other.dtype != dtype:
+            reasons.append(f"other operand type is not {dtype.name}")
+            continue
+        contracted = _contracted_dim(other, on_right)
+        if contracted is None or not same_dim(contracted, size):
+            reasons.append("contracted dim of the other operand is not provably the size")
+            continue
+        return other, dtype
+    return "; ".join(reasons) or "no operand is an exact square identity"
+
+
+class MatMulIdentityBase(RewriteRuleClassBase):
+    """MatMul(A, I) -> A and MatMul(I, A) -> A for the element types in ``DTYPES``."""
+
+    DTYPES: ClassVar[frozenset[ir.DataType]] = frozenset()
+
+    def pattern(self, op, a, b):
+        """Any MatMul; check() looks for the identity on either side."""
+        return op.MatMul(a, b, _outputs=["product"])
+
+    def check(self, context, a: ir.Value, b: ir.Value, product: ir.Value) -> MatchResult:
+        """Accepts when one side is an exact identity matching the other side."""
+        del context, product
+        result = MatchResult()
+        types = {a.dtype, b.dtype}
+        if not types & self.DTYPES:
+            return result.fail("element type is not one this rule handles")
+        side = identity_side(a, b)
+        if isinstance(side, str):
+            return result.fail(side)
+        return result
+
+    def rewrite(self, op, a: ir.Value, b: ir.Value, product: ir.Value) -> ir.Value:
+        """The other operand; through an Identity when its name must not change."""
+        side = identity_side(a, b)
+        assert not isinstance(side, str)  # check() accepted it
+        other = side[0]
+        # The rewriter gives the replacement value the product's name. A graph input,
+        # output, initializer or outer-scope value must keep its own name, so it is
+        # passed through an Identity that carries the product's name instead.
+        producer = other.producer()
+        owner = product.producer().graph
+        if (
+            other.is_graph_input()
+            or other.is_graph_output()
+            or other.is_initializer()
+            or producer is None
+            or producer.graph is not owner
+        ):
+            return op.Identity(other)
+        return other

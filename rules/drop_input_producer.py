@@ -1,0 +1,135 @@
+"""EyeLike(u(x), k, dtype?) -> EyeLike(x, k, dtype=type of u(x)) for shape-preserving u.
+
+Identity: EyeLike reads nothing but the shape of its input and, without a ``dtype``
+attribute, its element type. When ``u`` gives an output of the same shape as its first
+input (Cast, Identity, unary elementwise ops, Softmax, Clip, CumSum, another EyeLike...),
+``EyeLike(u(x))`` equals ``EyeLike(x)`` made in the type of ``u(x)``, and ``u`` has no
+other consumer, so it goes too.
+
+Why it is exact: the output is the same 0/1 matrix of the same shape and type; the
+values ``u`` computed were never read.
+
+Conditions:
+    * ``u`` is a default-domain op in ``SHAPE_PRESERVING_OPS`` with one output, used only
+      by the EyeLike and not a graph output;
+    * ``x`` has a known type that is a valid EyeLike input type at the opset in force
+      (Cast(string -> float) in front of an EyeLike must stay);
+    * the output type is known (the EyeLike's ``dtype``, or what ``u`` produces: Cast's
+      ``to``, CastLike's target, bool for IsNaN/IsInf, the input type for the others) and
+      valid at the opset (bfloat16 only from opset 22).
+
+The shape ``u(x)`` was known to have is recorded on ``x`` when ``x`` is an intermediate
+value with a less specific shape, so an EyeLike that would have folded still folds.
+"""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+from onnxscript.rewriter import MatchResult, RewriteRuleClassBase
+
+from eyefold.rules._common import (
+    DEFAULT_DOMAINS,
+    adopt_shape,
+    eyelike_dtype,
+    scope_opset,
+    valid_eyelike_type,
+)
+
+__all__ = ["SHAPE_PRESERVING_OPS", "DropInputProducer", "rule"]
+
+# Ops whose single output has the shape of their first input, mapped to how the output
+# type follows: "same" (the input's), "bool", "to" (Cast's attribute), "like" (CastLike's
+# second input) or "eyelike" (an EyeLike's own rule). Their other inputs (Clip bounds,
+# CumSum axis, Trilu k) change values only, never the shape.
+# fmt: off
+SHAPE_PRESERVING_OPS: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "BitwiseNot", "Ceil",
+            "Celu", "Clip", "Cos", "Cosh", "CumSum", "Elu", "Erf", "Exp", "Floor", "Gelu",
+            "HardSigmoid", "HardSwish", "Hardmax", "Identity", "LeakyRelu", "Log",
+            "LogSoftmax", "LpNormalization", "Mish", "Neg", "Not", "Reciprocal", "Relu",
+            "Round", "Selu", "Shrink", "Sigmoid", "Sign", "Sin", "Sinh", "Softmax",
+            "Softplus", "Softsign", "Sqrt", "Tan", "Tanh", "ThresholdedRelu", "Trilu",
+        ),
+        "same",
+    ),
+    "IsInf": "bool",
+    "IsNaN": "bool",
+    "Cast": "to",
+    "CastLike": "like",
+    "EyeLike": "eyelike",
+}
+# fmt: on
+
+
+def _output_type(producer: ir.Node) -> ir.DataType | None:
+    """The element type ``producer`` gives its output, from the op's own definition."""
+    kind = SHAPE_PRESERVING_OPS[producer.op_type]
+    source = producer.inputs[0]
+    if kind == "same":
+        return source.dtype if source is not None else None
+    if kind == "bool":
+        return ir.DataType.BOOL
+    if kind == "eyelike":
+        return eyelike_dtype(producer)
+    if kind == "like":
+        target = producer.inputs[1] if len(producer.inputs) > 1 else None
+        return target.dtype if target is not None else None
+    to = producer.attributes.get("to")
+    if to is None or to.type != ir.AttributeType.INT:
+        return None
+    try:
+        return ir.DataType(to.as_int())
+    except ValueError:
+        return None
+
+
+class DropInputProducer(RewriteRuleClassBase):
+    """Feeds an EyeLike straight from the input of a shape-preserving producer."""
+
+    def pattern(self, op, x):
+        """EyeLike(u(x, ...)) for a node u of any default-domain op; check() picks u."""
+        # submodule("") matches every op name (all start with ""); check() keeps the
+        # shape-preserving ones.
+        produced = op.submodule("")(x, _allow_other_inputs=True, _outputs=["produced"])
+        return op.EyeLike(produced, _outputs=["eye"])
+
+    def check(self, context, x: ir.Value, produced: ir.Value, eye: ir.Value) -> MatchResult:
+        """Accepts a shape-preserving u whose input and output types EyeLike allows."""
+        result = MatchResult()
+        producer = produced.producer()
+        known = producer.op_type in SHAPE_PRESERVING_OPS
+        if not known or producer.domain not in DEFAULT_DOMAINS:
+            return result.fail(f"{producer.op_type} is not a known shape-preserving op")
+        if len(producer.outputs) != 1:
+            return result.fail(f"{producer.op_type} has more than one output")
+        opset = scope_opset(context.graph_or_function, context.model)
+        if not valid_eyelike_type(x.dtype, opset):
+            return result.fail(f"input of {producer.op_type} has no valid EyeLike input type")
+        has_dtype = "dtype" in eye.producer().attributes
+        if not has_dtype and not valid_eyelike_type(_output_type(producer), opset):
+            return result.fail(
+                f"output type of {producer.op_type} is unknown or not an EyeLike type"
+                f" at opset {opset}"
+            )
+        return result
+
+    def rewrite(self, op, x: ir.Value, produced: ir.Value, eye: ir.Value) -> ir.Value:
+        """EyeLike(x) with the k of the old node and the type it produced."""
+        node = eye.producer()
+        attributes: dict[str, int | ir.Attr] = {}
+        if "k" in node.attributes:
+            attributes["k"] = node.attributes["k"]
+        if "dtype" in node.attributes:
+            attributes["dtype"] = node.attributes["dtype"]
+        else:
+            dtype = _output_type(produced.producer())
+            assert dtype is not None  # check() accepted it
+            if dtype != x.dtype:
+                attributes["dtype"] = int(dtype)
+        adopt_shape(x, produced)  # u preserves shape: what u(x) was known to be, x is
+        return op.EyeLike(x, _name=node.name, **attributes)
+
+
+rule = DropInputProducer.rule()

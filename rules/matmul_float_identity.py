@@ -1,0 +1,38 @@
+"""MatMul(A, I) -> A and MatMul(I, A) -> A for a floating identity I (relaxed).
+
+Identity: as ``matmul_int_identity`` (``A @ I = I @ A = A`` for the ``n x n`` identity: an
+EyeLike with k=0 on a square input or a constant equal to it), for float, double, float16
+and bfloat16.
+
+Why it is only relaxed: IEEE arithmetic gives the same result for every finite input
+except the sign of zero, and differs on special values:
+
+    * ``inf * 0 = NaN``: a row (A @ I) or column (I @ A) of A holding an inf gives NaN in
+      every other position of that row or column of the product;
+    * NaN in A spreads the same way;
+    * ``-0.0 * 1 + 0.0 * 0 = +0.0``: a -0.0 in A comes out as +0.0.
+
+So it runs only with ``--relaxed`` / ``relaxed=True``. The conditions are those of
+``matmul_int_identity`` with a floating element type.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import onnx_ir as ir
+
+from eyefold.rules._matmul import MatMulIdentityBase
+
+__all__ = ["MatMulFloatIdentity", "rule"]
+
+
+class MatMulFloatIdentity(MatMulIdentityBase):
+    """Drops a MatMul with an exact identity operand, for floating types (relaxed)."""
+
+    DTYPES: ClassVar[frozenset[ir.DataType]] = frozenset(
+        {ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.BFLOAT16}
+    )
+
+
+rule = MatMulFloatIdentity.rule()
