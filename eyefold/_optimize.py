@@ -96,7 +96,7 @@ def _legalize(
 ) -> None:
     """Legalizes (or only checks) the EyeLike nodes left; records the outcome per node."""
     rewrite = target_runtime is not None
-    runtime = target_runtime or check_runtime
+    runtime = target_runtime if rewrite else check_runtime
     assert runtime is not None
     support = None if rewrite else get_support(runtime, probe=False)
     with report.step("legalize" if rewrite else "runtime-check") as step:
