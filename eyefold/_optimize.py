@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import TypeVar, overload
 
 import onnx
@@ -11,6 +12,7 @@ import onnx_ir as ir
 from eyefold.errors import EyefoldError
 from eyefold.passes._analysis import EyeLikeFacts
 from eyefold.passes._scopes import default_opset
+from eyefold.passes.apply_rules import ApplyEyeLikeRulesPass
 from eyefold.passes.fold_eye_like import DEFAULT_SIZE_LIMIT_BYTES, FoldEyeLikePass
 from eyefold.passes.infer_eye_like import InferEyeLikeOutputsPass
 from eyefold.passes.infer_input_shapes import InferEyeLikeInputShapesPass
@@ -56,14 +58,20 @@ def run_pipeline(
     size_limit: int = DEFAULT_SIZE_LIMIT_BYTES,
     target_runtime: str | None = None,
     check_runtime: str | None = None,
+    rules: Sequence[str] | None = None,
+    relaxed: bool = False,
 ) -> Report:
     """Runs every step on ``model`` in place and returns the report.
 
     ``target_runtime`` legalizes the EyeLike nodes left for that runtime (measuring it on
     first use). ``check_runtime`` (used by ``eyefold inspect``) only judges them, from the
-    cached measurement or the fallback table, never creating a session.
+    cached measurement or the fallback table, never creating a session. ``rules`` names
+    the rewrite rules to run (None: every exact one, plus the relaxed ones with
+    ``relaxed``; empty: none); each runs before or after folding as its phase says.
     """
     _check_options(target_opset, size_limit)
+    rules_before = ApplyEyeLikeRulesPass(rules=rules, relaxed=relaxed, phase="before-fold")
+    rules_after = ApplyEyeLikeRulesPass(rules=rules, relaxed=relaxed, phase="after-fold")
     report = Report(opset_before=default_opset(model.opset_imports))
     del upgrade  # the opset upgrade step is not part of this pipeline yet
     with report.step("infer-input-shapes") as step:
@@ -71,12 +79,14 @@ def run_pipeline(
         step.modified = infer_inputs(model).modified
         if infer_inputs.failure:
             report.warnings.append(infer_inputs.failure)
+    _run_rules(model, report, rules_before)
     folded = []
     if fold:
         with report.step("fold") as step:
             fold_pass = FoldEyeLikePass(size_limit_bytes=size_limit)
             step.modified = fold_pass(model).modified
             folded = fold_pass.folded
+    _run_rules(model, report, rules_after)
     with report.step("infer-outputs") as step:
         infer_outputs = InferEyeLikeOutputsPass(size_limit_bytes=size_limit, fold_enabled=fold)
         step.modified = infer_outputs(model).modified
@@ -85,6 +95,16 @@ def run_pipeline(
         _legalize(model, report, infer_outputs.facts, target_runtime, check_runtime)
     report.opset_after = default_opset(model.opset_imports)
     return report
+
+
+def _run_rules(model: ir.Model, report: Report, rules_pass: ApplyEyeLikeRulesPass) -> None:
+    """Runs one phase of rewrite rules (if any is selected); adds its hits to the report."""
+    hits = report.extra.setdefault("rules", {})
+    if not rules_pass.specs:
+        return
+    with report.step(f"rules-{rules_pass.specs[0].phase}") as step:
+        step.modified = rules_pass(model).modified
+    hits.update(rules_pass.hits)
 
 
 def _legalize(
@@ -126,6 +146,8 @@ def optimize_with_report(
     fold: bool = True,
     size_limit: int = DEFAULT_SIZE_LIMIT_BYTES,
     target_runtime: str | None = None,
+    rules: Sequence[str] | None = None,
+    relaxed: bool = False,
 ) -> OptimizeResult:
     """Like :func:`optimize`, and also returns the per-node report."""
     options = {
@@ -134,6 +156,8 @@ def optimize_with_report(
         "fold": fold,
         "size_limit": size_limit,
         "target_runtime": target_runtime,
+        "rules": rules,
+        "relaxed": relaxed,
     }
     if isinstance(model, ir.Model):
         return OptimizeResult(model, run_pipeline(model, **options))  # type: ignore[arg-type]
@@ -152,6 +176,8 @@ def optimize(
     fold: bool = True,
     size_limit: int = DEFAULT_SIZE_LIMIT_BYTES,
     target_runtime: str | None = None,
+    rules: Sequence[str] | None = None,
+    relaxed: bool = False,
 ) -> ModelT:
     """Folds, infers and upgrades the EyeLike nodes of ``model``.
 
@@ -164,6 +190,11 @@ def optimize(
         size_limit: largest folded output, in bytes.
         target_runtime: e.g. ``"onnxruntime"``: rewrite the EyeLike nodes left whose type
             combination that runtime cannot run (None: leave them as they are).
+        rules: rewrite rules to run, by name (``eyefold rules`` lists them); None runs
+            every exact rule (and the relaxed ones with ``relaxed``), an empty sequence
+            none.
+        relaxed: also allow rules that are exact only up to IEEE special values (inf,
+            NaN, -0.0).
 
     Returns:
         The optimized model, of the type given.
@@ -178,5 +209,7 @@ def optimize(
         fold=fold,
         size_limit=size_limit,
         target_runtime=target_runtime,
+        rules=rules,
+        relaxed=relaxed,
     )
     return result.model  # type: ignore[return-value]

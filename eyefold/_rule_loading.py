@@ -9,7 +9,7 @@ from onnxscript.rewriter import RewriteRuleSet
 from eyefold.errors import EyefoldError
 from eyefold.rules import ALL_RULES, PHASES, Phase, RuleSpec
 
-__all__ = ["UnknownRuleError", "load_rules", "rule_names", "select_rules"]
+__all__ = ["UnknownRuleError", "describe_rules", "load_rules", "rule_names", "select_rules"]
 
 
 class UnknownRuleError(EyefoldError):
@@ -77,3 +77,14 @@ def load_rules(
     """
     specs = select_rules(names, relaxed=relaxed, phase=phase)
     return RewriteRuleSet([spec.rule for spec in specs]) if specs else None
+
+
+def describe_rules() -> str:
+    """One line per registered rule: name, exactness, phase and identity."""
+    width = max(len(spec.name) for spec in ALL_RULES)
+    lines = [f"{'rule':<{width}}  exactness  phase        identity"]
+    lines.extend(
+        f"{s.name:<{width}}  {s.exactness:<9}  {s.phase:<11}  {s.identity}" for s in ALL_RULES
+    )
+    lines.append("relaxed rules run only with --relaxed (relaxed=True).")
+    return "\n".join(lines)

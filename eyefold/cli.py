@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from eyefold import __version__
 from eyefold._optimize import DEFAULT_TARGET_OPSET, run_pipeline
+from eyefold._rule_loading import describe_rules, rule_names, select_rules
 from eyefold.check import check_equivalence
 from eyefold.errors import EyefoldError
 from eyefold.input_shapes import (
@@ -105,6 +106,10 @@ def _build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("input", metavar="INPUT", help="model to read")
     _add_pipeline_options(inspect)
     inspect.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    commands.add_parser(
+        "rules", help="list the rewrite rules with their exactness, phase and identity"
+    )
     return parser
 
 
@@ -133,6 +138,41 @@ def _add_pipeline_options(parser: argparse.ArgumentParser) -> None:
         metavar="NAME:D0,D1,...",
         help="pin a graph input's shape first (repeatable; dims are integers or names)",
     )
+    parser.add_argument(
+        "--rules",
+        type=_rule_list,
+        default=None,
+        metavar="NAME,...|none",
+        help="rewrite rules to run (default: every exact rule; `eyefold rules` lists them)",
+    )
+    parser.add_argument(
+        "--relaxed",
+        action="store_true",
+        help="also allow rules exact only up to IEEE special values (inf, NaN, -0.0)",
+    )
+
+
+def _rule_list(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if names == ["none"]:
+        return []
+    known = rule_names()
+    unknown = [name for name in names if name not in known]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown rule {', '.join(unknown) or repr(text)}"
+            f" (choose from {', '.join(known)}, or none)"
+        )
+    return names
+
+
+def _check_rule_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if getattr(args, "rules", None) and not args.relaxed:
+        everything = select_rules(None, relaxed=True)
+        relaxed = {s.name for s in everything if s.exactness == "relaxed"}
+        named = [name for name in args.rules if name in relaxed]
+        if named:
+            parser.error(f"rule {', '.join(named)} is relaxed; add --relaxed to run it")
 
 
 def _input_shape(text: str) -> InputShape:
@@ -160,6 +200,8 @@ def _run(args: argparse.Namespace, log: RunLog) -> Report:
         upgrade=not args.no_upgrade,
         fold=not args.no_fold,
         size_limit=args.size_limit,
+        rules=args.rules,
+        relaxed=args.relaxed,
     )
     if optimizing:
         if args.check:
@@ -191,7 +233,12 @@ def _write_report(report: Report, path: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command line; returns the exit status (0 ok, 1 error, 2 usage)."""
-    args = _build_parser().parse_args(argv)
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "rules":
+        print(describe_rules())
+        return 0
+    _check_rule_options(parser, args)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
     _warn_unused_options(args)
     log = RunLog()

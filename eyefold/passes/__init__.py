@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from eyefold.passes.apply_rules import ApplyEyeLikeRulesPass
 from eyefold.passes.fold_eye_like import DEFAULT_SIZE_LIMIT_BYTES, FoldEyeLikePass
 from eyefold.passes.infer_eye_like import InferEyeLikeOutputsPass
 from eyefold.passes.infer_input_shapes import InferEyeLikeInputShapesPass
@@ -10,6 +11,7 @@ from eyefold.passes.pipeline import default_pipeline
 
 __all__ = [
     "DEFAULT_SIZE_LIMIT_BYTES",
+    "ApplyEyeLikeRulesPass",
     "FoldEyeLikePass",
     "InferEyeLikeInputShapesPass",
     "InferEyeLikeOutputsPass",

@@ -65,9 +65,10 @@ def _candidate_roots(
 ) -> dict[int, list[ir.Node]]:
     """Candidate root nodes per graph body (keyed by id), in graph order of discovery.
 
-    Roots are EyeLike nodes and the consumers of their outputs, plus (``with_constants``)
-    the consumers of square constants. A consumer may sit in a subgraph of the graph that
-    holds the anchor, so roots are grouped by the graph they actually belong to.
+    Roots are the consumers of EyeLike outputs and the EyeLike nodes, plus
+    (``with_constants``) the consumers of square constants. A consumer may sit in a
+    subgraph of the graph that holds the anchor, so roots are grouped by the graph they
+    actually belong to.
     """
     anchors: list[ir.Value] = []
     roots: list[ir.Node] = []
@@ -76,8 +77,10 @@ def _candidate_roots(
             if node.domain not in DEFAULT_DOMAINS:
                 continue
             if node.op_type == "EyeLike":
+                # Consumers first: a pattern rooted downstream (Cast(EyeLike(Cast(x))))
+                # covers more than one rooted at the EyeLike itself.
+                roots.extend(c for v in node.outputs for c in v.consumers())
                 roots.append(node)
-                anchors.extend(node.outputs)
             elif with_constants and node.op_type == "Constant":
                 anchors.extend(v for v in node.outputs if _is_square_constant(v))
         if with_constants and isinstance(scope.graph, ir.Graph):
