@@ -49,6 +49,7 @@ __all__ = [
     "all_combinations",
     "cache_dir",
     "cache_path",
+    "check_runtime",
     "eyelike_version",
     "fallback_support",
     "get_support",
@@ -188,7 +189,7 @@ def fallback_support(
     runtime: str = "onnxruntime", version: str | None = None
 ) -> EyeLikeSupport:
     """The table measured with onnxruntime 1.32, for when no measurement is at hand."""
-    _check_runtime(runtime)
+    check_runtime(runtime)
     return EyeLikeSupport(
         runtime=runtime,
         version=version,
@@ -371,7 +372,8 @@ def probe_onnxruntime() -> EyeLikeSupport:
     return EyeLikeSupport("onnxruntime", ort.__version__, "probe", supported, native)
 
 
-def _check_runtime(runtime: str) -> None:
+def check_runtime(runtime: str) -> None:
+    """Raises EyefoldError unless ``runtime`` is one eyefold can target."""
     if runtime not in SUPPORTED_RUNTIMES:
         raise EyefoldError(
             f"unknown target runtime {runtime!r}; supported: {', '.join(SUPPORTED_RUNTIMES)}"
@@ -392,7 +394,7 @@ def get_support(runtime: str = "onnxruntime", *, probe: bool = True) -> EyeLikeS
     Raises:
         EyefoldError: an unknown runtime name.
     """
-    _check_runtime(runtime)
+    check_runtime(runtime)
     try:
         import onnxruntime as ort
     except ImportError:
