@@ -104,8 +104,8 @@ def run_onnxruntime(
 ) -> list | None:
     """Outputs under onnxruntime's CPU provider, or None when it cannot run the model.
 
-    "Cannot run" means it refuses to load it, or an output has a type (bfloat16) its
-    Python binding cannot hand back as a numpy array.
+    "Cannot run" means it refuses to load it, or an input or output has a type (bfloat16)
+    its Python binding cannot exchange as a numpy array.
     """
     import onnxruntime as ort  # a test dependency, imported only when used
 
@@ -115,7 +115,10 @@ def run_onnxruntime(
         )
     except Exception:  # onnxruntime raises its own exception types for unloadable models
         return None
-    if any(output.type == "tensor(bfloat16)" for output in session.get_outputs()):
+    if any(
+        value.type == "tensor(bfloat16)"
+        for value in [*session.get_inputs(), *session.get_outputs()]
+    ):
         return None
     return list(session.run(None, dict(feeds)))
 

@@ -1,0 +1,523 @@
+"""Differential graph fuzzing: random valid EyeLike models through ``eyefold.optimize``.
+
+Every generated model mixes EyeLike nodes (all element types, ``dtype`` absent or present,
+any ``k``, static / symbolic / zero dims) fed by graph inputs, initializers, Constant
+nodes, ConstantOfShape chains and casts, with consumers such as Add, Mul, MatMul, Cast,
+Transpose, Relu and Identity, placed in the main graph, in If branches, in Loop bodies and
+in model-local functions, at opsets 9..22. For each one:
+
+* the generated model passes the full checker (the generator's own sanity check);
+* ``eyefold.optimize`` succeeds and its result passes the full checker;
+* the outputs equal the original's bit for bit under onnx's reference evaluator (and
+  under onnxruntime when it can run both; it cannot run many EyeLike types);
+* optimizing the result again changes nothing (byte-identical serialization);
+* two runs on the same input give byte-identical models.
+
+The CI profile is derandomized (a fixed seed) and bounded; set
+``EYEFOLD_FUZZ_EXAMPLES=5000`` for the long profile.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from onnx import helper
+
+import eyefold
+from eyefold.testing import (
+    assert_same_outputs,
+    check_model_safely,
+    random_inputs,
+    run_onnxruntime,
+)
+
+FUZZ_EXAMPLES = int(os.environ.get("EYEFOLD_FUZZ_EXAMPLES", "300"))
+
+FUZZ_SETTINGS = settings(
+    max_examples=FUZZ_EXAMPLES,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+EYELIKE_TYPES = [
+    ir.DataType.BOOL,
+    ir.DataType.DOUBLE,
+    ir.DataType.FLOAT,
+    ir.DataType.FLOAT16,
+    ir.DataType.INT8,
+    ir.DataType.INT16,
+    ir.DataType.INT32,
+    ir.DataType.INT64,
+    ir.DataType.UINT8,
+    ir.DataType.UINT16,
+    ir.DataType.UINT32,
+    ir.DataType.UINT64,
+    ir.DataType.BFLOAT16,
+]
+HUGE_KS = [2**63 - 1, -(2**63), 2**40, -(2**40), 2**31, -(2**31) - 1]
+FUNCTION_DOMAIN = "pkg.eyefold.fuzz"
+# Half the models at opset 22 (the current EyeLike, the only one with bfloat16).
+OPSETS = st.one_of(st.just(22), st.integers(9, 21))
+
+
+def _valid_types(opset: int) -> list[ir.DataType]:
+    """EyeLike element types at ``opset``: bfloat16 only from EyeLike-22."""
+    return [t for t in EYELIKE_TYPES if opset >= 22 or t != ir.DataType.BFLOAT16]
+
+
+def _arith_types(opset: int) -> set[ir.DataType]:
+    """Types Add and Mul accept at ``opset`` (never bool)."""
+    types = {
+        ir.DataType.FLOAT16,
+        ir.DataType.FLOAT,
+        ir.DataType.DOUBLE,
+        ir.DataType.INT32,
+        ir.DataType.INT64,
+        ir.DataType.UINT32,
+        ir.DataType.UINT64,
+    }
+    if opset >= 13:
+        types.add(ir.DataType.BFLOAT16)
+    if opset >= 14:
+        types |= {ir.DataType.INT8, ir.DataType.INT16, ir.DataType.UINT8, ir.DataType.UINT16}
+    return types
+
+
+def _scalar_tensor(name: str, data_type: ir.DataType, value: float) -> onnx.TensorProto:
+    array = np.array([value], dtype=np.float32).astype(data_type.numpy())
+    return ir.serde.serialize_tensor(ir.tensor(array, dtype=data_type, name=name))
+
+
+def _tensor(name: str, data_type: ir.DataType, array: np.ndarray) -> onnx.TensorProto:
+    return ir.serde.serialize_tensor(
+        ir.tensor(array.astype(data_type.numpy()), dtype=data_type, name=name)
+    )
+
+
+@dataclasses.dataclass
+class _Builder:
+    """Accumulates the main graph's pieces; hands out unique names."""
+
+    opset: int
+    inputs: list[onnx.ValueInfoProto] = dataclasses.field(default_factory=list)
+    initializers: list[onnx.TensorProto] = dataclasses.field(default_factory=list)
+    outputs: list[onnx.ValueInfoProto] = dataclasses.field(default_factory=list)
+    functions: list[onnx.FunctionProto] = dataclasses.field(default_factory=list)
+    counter: int = 0
+
+    def name(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}_{self.counter}"
+
+    def add_input(self, prefix: str, elem_type: int, dims: list[int | str]) -> str:
+        name = self.name(prefix)
+        self.inputs.append(helper.make_tensor_value_info(name, elem_type, dims))
+        return name
+
+
+@dataclasses.dataclass(frozen=True)
+class _EyeSpec:
+    """One EyeLike block: source, types, k, dims, consumer and placement."""
+
+    source: str
+    input_type: ir.DataType
+    dtype: ir.DataType | None
+    k: int
+    dims: tuple[int | str, int | str]
+    consumer: str
+    placement: str
+    else_k: int
+
+    @property
+    def output_type(self) -> ir.DataType:
+        return self.dtype if self.dtype is not None else self.input_type
+
+
+@st.composite
+def _dims(draw, *, symbolic: bool) -> tuple[int | str, int | str]:
+    dim = st.integers(0, 5)
+    if symbolic:
+        dim = st.one_of(dim, dim, st.sampled_from(["N", "M"]))
+    return draw(dim), draw(dim)
+
+
+@st.composite
+def _eye_specs(draw, opset: int) -> _EyeSpec:
+    input_type = draw(st.sampled_from(_valid_types(opset)))
+    dtype = draw(st.one_of(st.none(), st.sampled_from(_valid_types(opset))))
+    source = draw(
+        st.sampled_from(
+            [
+                "input",
+                "initializer",
+                "constant",
+                "constant_of_shape",
+                "shape_chain",
+                "cast",
+                "transpose",
+                "identity",
+            ]
+        )
+    )
+    k = draw(st.one_of(st.integers(-6, 6), st.sampled_from(HUGE_KS)))
+    dims = draw(_dims(symbolic=source in ("input", "shape_chain", "cast", "transpose")))
+    output_type = dtype if dtype is not None else input_type
+    consumers = ["output", "identity", "transpose", "cast_relu", "cast_matmul"]
+    if output_type in _arith_types(opset):
+        consumers += ["add", "mul"]
+    consumer = draw(st.sampled_from(consumers))
+    placement = draw(st.sampled_from(["main", "main", "if", "if_local", "loop", "function"]))
+    else_k = draw(st.integers(-3, 3))
+    return _EyeSpec(source, input_type, dtype, k, dims, consumer, placement, else_k)
+
+
+def _emit_source(b: _Builder, spec: _EyeSpec, nodes: list[onnx.NodeProto], rng) -> str:
+    """Appends the nodes producing the EyeLike input; returns its name."""
+    elem = int(spec.input_type)
+    rows, cols = spec.dims
+    if spec.source == "input":
+        return b.add_input("x", elem, list(spec.dims))
+    if spec.source in ("initializer", "constant"):
+        data = rng.integers(0, 3, size=(rows, cols))
+        if spec.source == "initializer":
+            name = b.name("w")
+            b.initializers.append(_tensor(name, spec.input_type, data))
+            return name
+        name = b.name("c")
+        nodes.append(
+            helper.make_node(
+                "Constant",
+                [],
+                [name],
+                name=b.name("constant"),
+                value=_tensor(name, spec.input_type, data),
+            )
+        )
+        return name
+    if spec.source == "constant_of_shape":
+        shape = b.name("shape")
+        nodes.append(
+            helper.make_node(
+                "Constant",
+                [],
+                [shape],
+                name=b.name("constant"),
+                value=_tensor(shape, ir.DataType.INT64, np.array([rows, cols])),
+            )
+        )
+    elif spec.source == "shape_chain":
+        shape = b.name("shape")
+        nodes.append(
+            helper.make_node(
+                "Shape",
+                [b.add_input("s", onnx.TensorProto.FLOAT, list(spec.dims))],
+                [shape],
+                name=b.name("shape"),
+            )
+        )
+    if spec.source in ("constant_of_shape", "shape_chain"):
+        out = b.name("zeros")
+        nodes.append(
+            helper.make_node(
+                "ConstantOfShape",
+                [shape],
+                [out],
+                name=b.name("cos"),
+                value=_scalar_tensor("value", spec.input_type, 0),
+            )
+        )
+        return out
+    out = b.name("pre")
+    if spec.source == "cast":
+        x = b.add_input("f", onnx.TensorProto.FLOAT, list(spec.dims))
+        nodes.append(helper.make_node("Cast", [x], [out], name=b.name("cast"), to=elem))
+    elif spec.source == "transpose":
+        x = b.add_input("t", elem, [spec.dims[1], spec.dims[0]])
+        nodes.append(helper.make_node("Transpose", [x], [out], name=b.name("tr"), perm=[1, 0]))
+    else:
+        x = b.add_input("i", elem, list(spec.dims))
+        nodes.append(helper.make_node("Identity", [x], [out], name=b.name("id")))
+    return out
+
+
+def _emit_eye(
+    b: _Builder, spec: _EyeSpec, source: str, k: int, nodes: list[onnx.NodeProto]
+) -> tuple[str, ir.DataType, list[int | str]]:
+    """Appends EyeLike and its consumer; returns the final value, its type and dims."""
+    eye = b.name("eye")
+    attrs: dict[str, int] = {"k": k}
+    if spec.dtype is not None:
+        attrs["dtype"] = int(spec.dtype)
+    nodes.append(helper.make_node("EyeLike", [source], [eye], name=eye, **attrs))
+    kind = spec.consumer
+    rows, cols = spec.dims
+    if kind == "output":
+        return eye, spec.output_type, [rows, cols]
+    out = b.name("y")
+    if kind in ("identity", "transpose"):
+        op = "Identity" if kind == "identity" else "Transpose"
+        nodes.append(helper.make_node(op, [eye], [out], name=b.name(kind)))
+        return out, spec.output_type, [rows, cols] if kind == "identity" else [cols, rows]
+    if kind in ("add", "mul"):
+        op = "Add" if kind == "add" else "Mul"
+        nodes.append(helper.make_node(op, [eye, eye], [out], name=b.name(kind)))
+        return out, spec.output_type, [rows, cols]
+    as_float = b.name("as_float")
+    nodes.append(
+        helper.make_node(
+            "Cast", [eye], [as_float], name=b.name("cast"), to=onnx.TensorProto.FLOAT
+        )
+    )
+    if kind == "cast_relu":
+        nodes.append(helper.make_node("Relu", [as_float], [out], name=b.name("relu")))
+        return out, ir.DataType.FLOAT, [rows, cols]
+    flipped = b.name("flipped")
+    nodes.append(helper.make_node("Transpose", [as_float], [flipped], name=b.name("tr")))
+    nodes.append(helper.make_node("MatMul", [as_float, flipped], [out], name=b.name("mm")))
+    return out, ir.DataType.FLOAT, [rows, rows]
+
+
+def _branch(b: _Builder, spec: _EyeSpec, source: str | None, k: int, rng) -> onnx.GraphProto:
+    nodes: list[onnx.NodeProto] = []
+    if source is None:
+        source = _emit_source(b, spec, nodes, rng)
+    out, out_type, dims = _emit_eye(b, spec, source, k, nodes)
+    value = helper.make_tensor_value_info(out, int(out_type), dims)
+    return helper.make_graph(nodes, b.name("branch"), [], [value])
+
+
+def _emit_block(b: _Builder, spec: _EyeSpec, nodes: list[onnx.NodeProto], rng) -> None:
+    """Places one EyeLike block and declares its graph output."""
+    if spec.placement == "main":
+        source = _emit_source(b, spec, nodes, rng)
+        out, out_type, dims = _emit_eye(b, spec, source, spec.k, nodes)
+    elif spec.placement in ("if", "if_local"):
+        # "if": the source lives in the main graph and both branches read it from the
+        # outer scope; "if_local": each branch computes its own source.
+        source = None if spec.placement == "if_local" else _emit_source(b, spec, nodes, rng)
+        then_branch = _branch(b, spec, source, spec.k, rng)
+        else_branch = _branch(b, spec, source, spec.else_k, rng)
+        out = b.name("if_out")
+        out_type = ir.DataType(then_branch.output[0].type.tensor_type.elem_type)
+        dims = [
+            d.dim_value if d.HasField("dim_value") else d.dim_param
+            for d in then_branch.output[0].type.tensor_type.shape.dim
+        ]
+        cond = b.add_input("cond", onnx.TensorProto.BOOL, [])
+        nodes.append(
+            helper.make_node(
+                "If",
+                [cond],
+                [out],
+                name=b.name("if"),
+                then_branch=then_branch,
+                else_branch=else_branch,
+            )
+        )
+    elif spec.placement == "loop":
+        out, out_type, dims = _emit_loop(b, spec, nodes, rng)
+    else:
+        out, out_type, dims = _emit_function_call(b, spec, nodes, rng)
+    b.outputs.append(helper.make_tensor_value_info(out, int(out_type), dims))
+
+
+def _emit_loop(
+    b: _Builder, spec: _EyeSpec, nodes: list[onnx.NodeProto], rng
+) -> tuple[str, ir.DataType, list[int | str]]:
+    """A two-trip Loop whose body holds the block; its scan output stacks the results.
+
+    Loop-1 needs at least one loop-carried value, so a counter is passed through.
+    """
+    source = _emit_source(b, spec, nodes, rng)
+    iteration, cond_in, cond_out = b.name("iter"), b.name("cond_in"), b.name("cond_out")
+    carried_in, carried_out = b.name("carried_in"), b.name("carried_out")
+    body_nodes = [
+        helper.make_node("Identity", [cond_in], [cond_out], name=cond_out),
+        helper.make_node("Identity", [carried_in], [carried_out], name=carried_out),
+    ]
+    scan, out_type, scan_dims = _emit_eye(b, spec, source, spec.k, body_nodes)
+    scalar = helper.make_tensor_value_info
+    body = helper.make_graph(
+        body_nodes,
+        b.name("body"),
+        [
+            scalar(iteration, onnx.TensorProto.INT64, []),
+            scalar(cond_in, onnx.TensorProto.BOOL, []),
+            scalar(carried_in, onnx.TensorProto.INT64, []),
+        ],
+        [
+            scalar(cond_out, onnx.TensorProto.BOOL, []),
+            scalar(carried_out, onnx.TensorProto.INT64, []),
+            scalar(scan, int(out_type), scan_dims),
+        ],
+    )
+    trips, keep_going = b.name("trips"), b.name("go")
+    b.initializers.append(_tensor(trips, ir.DataType.INT64, np.array(2)))
+    b.initializers.append(_tensor(keep_going, ir.DataType.BOOL, np.array(True)))
+    final, out = b.name("loop_final"), b.name("loop_out")
+    nodes.append(
+        helper.make_node(
+            "Loop", [trips, keep_going, trips], [final, out], name=b.name("loop"), body=body
+        )
+    )
+    return out, out_type, [2, *scan_dims]
+
+
+def _emit_function_call(
+    b: _Builder, spec: _EyeSpec, nodes: list[onnx.NodeProto], rng
+) -> tuple[str, ir.DataType, list[int | str]]:
+    """A model-local function holding the block; the call passes the source in.
+
+    With a constant source (Constant / ConstantOfShape) the function computes its own
+    input, which makes the EyeLike foldable inside the function body.
+    """
+    source = _emit_source(b, spec, nodes, rng)
+    body: list[onnx.NodeProto] = []
+    local_source = "X"
+    if spec.source in ("constant", "constant_of_shape"):
+        local_source = _emit_source(b, spec, body, rng)
+    final, out_type, dims = _emit_eye(b, spec, local_source, spec.k, body)
+    body.append(helper.make_node("Identity", [final], ["Y"], name=b.name("ret")))
+    function_name = b.name("EyeBlock")
+    b.functions.append(
+        helper.make_function(
+            FUNCTION_DOMAIN,
+            function_name,
+            ["X"],
+            ["Y"],
+            body,
+            [helper.make_opsetid("", b.opset)],
+        )
+    )
+    out = b.name("call_out")
+    nodes.append(
+        helper.make_node(
+            function_name, [source], [out], name=b.name("call"), domain=FUNCTION_DOMAIN
+        )
+    )
+    return out, out_type, dims
+
+
+@st.composite
+def models(draw) -> onnx.ModelProto:
+    """A random valid model with one to three EyeLike blocks."""
+    opset = draw(OPSETS)
+    specs = draw(st.lists(_eye_specs(opset), min_size=1, max_size=3))
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    builder = _Builder(opset)
+    nodes: list[onnx.NodeProto] = []
+    for spec in specs:
+        _emit_block(builder, spec, nodes, rng)
+    graph = helper.make_graph(
+        nodes, "fuzz", builder.inputs, builder.outputs, builder.initializers
+    )
+    opsets = [helper.make_opsetid("", opset)]
+    if builder.functions:
+        opsets.append(helper.make_opsetid(FUNCTION_DOMAIN, 1))
+    ir_version = helper.find_min_ir_version_for(opsets[:1])
+    if builder.functions:
+        ir_version = max(ir_version, 8)  # model-local functions need IR 8
+    return helper.make_model(
+        graph, opset_imports=opsets, ir_version=ir_version, functions=builder.functions
+    )
+
+
+def _bytes(model: onnx.ModelProto) -> bytes:
+    return model.SerializeToString(deterministic=True)
+
+
+def _check_invariants(original: onnx.ModelProto, **options: object) -> None:
+    check_model_safely(original)  # the generator must only make valid models
+    frozen = _bytes(original)
+    once = eyefold.optimize(copy.deepcopy(original), **options)
+    assert _bytes(original) == frozen
+    check_model_safely(once)
+    for seed in (0, 1):
+        assert_same_outputs(original, once, random_inputs(original, seed=seed))
+    again = eyefold.optimize(copy.deepcopy(original), **options)
+    assert _bytes(again) == _bytes(once), "two runs differ (not deterministic)"
+    twice = eyefold.optimize(once, **options)
+    assert _bytes(twice) == _bytes(once), "optimizing again changed the model"
+
+
+@FUZZ_SETTINGS
+@given(models())
+def test_fuzz_optimize_keeps_meaning(model: onnx.ModelProto):
+    _check_invariants(model, upgrade=False)
+
+
+def test_generator_covers_every_placement_and_source():
+    """The strategy reaches every source, placement and type (so the fuzzer tests them)."""
+    seen: set[str] = set()
+
+    @settings(max_examples=300, derandomize=True, database=None, deadline=None)
+    @given(OPSETS.flatmap(_eye_specs))
+    def collect(spec: _EyeSpec):
+        seen.update(
+            {
+                f"source:{spec.source}",
+                f"placement:{spec.placement}",
+                f"type:{spec.input_type.name}",
+                f"dtype:{spec.dtype.name if spec.dtype else None}",
+                f"huge-k:{spec.k in HUGE_KS}",
+                f"zero-dim:{0 in spec.dims}",
+                f"symbolic:{any(isinstance(d, str) for d in spec.dims)}",
+            }
+        )
+
+    collect()
+    expected = {
+        *(
+            f"source:{s}"
+            for s in (
+                "input",
+                "initializer",
+                "constant",
+                "constant_of_shape",
+                "shape_chain",
+                "cast",
+                "transpose",
+                "identity",
+            )
+        ),
+        *(f"placement:{p}" for p in ("main", "if", "if_local", "loop", "function")),
+        *(f"type:{t.name}" for t in EYELIKE_TYPES),
+        *(f"dtype:{t.name}" for t in EYELIKE_TYPES),
+        "dtype:None",
+        *(
+            f"{feature}:{flag}"
+            for feature in ("huge-k", "zero-dim", "symbolic")
+            for flag in (True, False)
+        ),
+    }
+    assert expected <= seen, sorted(expected - seen)
+
+
+@pytest.mark.parametrize(
+    ("elem_type", "runs"),
+    [(onnx.TensorProto.FLOAT, True), (onnx.TensorProto.BFLOAT16, False)],
+    ids=["float-input-runs", "bfloat16-input-skipped"],
+)
+def test_onnxruntime_oracle_skips_inputs_it_cannot_take(elem_type: int, runs: bool):
+    """onnxruntime's Python binding cannot take bfloat16 numpy inputs; the oracle says so."""
+    x = helper.make_tensor_value_info("x", elem_type, [2, 2])
+    y = helper.make_tensor_value_info("y", elem_type, [2, 2])
+    model = helper.make_model(
+        helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g", [x], [y]),
+        opset_imports=[helper.make_opsetid("", 22)],
+        ir_version=10,
+    )
+    outputs = run_onnxruntime(model, random_inputs(model))
+    assert (outputs is not None) == runs
+    if runs:
+        assert outputs[0].tolist() == random_inputs(model)["x"].tolist()
