@@ -46,7 +46,7 @@ def _bool_eyelike_model() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)], ir_version=10)
 
 
-# --- combinations ---------------------------------------------------------------------------
+# --- combinations ---
 
 
 @pytest.mark.parametrize(
@@ -89,7 +89,7 @@ def test_probe_native_is_a_subset_of_supported():
         assert probed.supported[version] <= set(all_combinations(version))
 
 
-# --- the cache ------------------------------------------------------------------------------
+# --- the cache ---
 
 
 def test_cache_is_created_once_then_reused(cache: pathlib.Path):
@@ -181,7 +181,7 @@ def test_optimize_with_target_runtime_probes_and_caches(cache: pathlib.Path):
     assert cache_path("onnxruntime", ort.__version__).is_file()
 
 
-# --- where the cache lives ------------------------------------------------------------------
+# --- where the cache lives ---
 
 
 def test_cache_dir_prefers_the_eyefold_variable(monkeypatch, tmp_path):
@@ -209,7 +209,7 @@ def test_cache_file_name_keeps_odd_version_strings_inside_the_folder(cache: path
     assert "/" not in path.name
 
 
-# --- without onnxruntime, and unknown runtimes ----------------------------------------------
+# --- without onnxruntime, and unknown runtimes ---
 
 
 def test_missing_onnxruntime_falls_back_to_the_table(cache, monkeypatch):

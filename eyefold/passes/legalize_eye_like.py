@@ -16,14 +16,24 @@ import onnx_ir as ir
 from eyefold.eyelike_types import allowed_types, to_data_type
 from eyefold.passes._analysis import node_label
 from eyefold.passes._scopes import Scope, is_eyelike, iter_scopes
+from eyefold.passes.apply_rules import RULE_TAG_KEY
 from eyefold.runtime_support import EyeLikeSupport, check_runtime, get_support
 
-__all__ = ["LegalizeEyeLikePass", "LegalizeOutcome", "Plan", "choose_plan"]
+__all__ = [
+    "LEGALIZED_FOR_KEY",
+    "LegalizeEyeLikePass",
+    "LegalizeOutcome",
+    "Plan",
+    "choose_plan",
+]
 
 logger = logging.getLogger(__name__)
 
 # Cast takes bfloat16 from Cast-13 on (EyeLike itself only from EyeLike-22).
 _CAST_BFLOAT16_OPSET = 13
+
+# Metadata key on the nodes a legalization made or rewrote; the value names the runtime.
+LEGALIZED_FOR_KEY = "pkg.eyefold.legalized_for"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,21 +183,28 @@ class _FreshNames:
         return name
 
 
-def _cast_node(
-    source: ir.Value, to: ir.DataType, output: ir.Value, name: str | None
-) -> ir.Node:
+def _cast_node(source: ir.Value, output: ir.Value, beside: ir.Node, role: str) -> ir.Node:
+    """``Cast(source, to=output's type)``, named after the EyeLike it sits ``beside``."""
+    assert output.dtype is not None
     return ir.Node(
-        "", "Cast", [source], attributes=[ir.AttrInt64("to", to)], outputs=[output], name=name
+        "",
+        "Cast",
+        [source],
+        attributes=[ir.AttrInt64("to", output.dtype)],
+        outputs=[output],
+        name=f"{beside.name}__eyefold_{role}" if beside.name else None,
+        metadata_props={LEGALIZED_FOR_KEY: beside.metadata_props[LEGALIZED_FOR_KEY]},
     )
 
 
-def _named(node: ir.Node, role: str) -> str | None:
-    """A name for a node eyefold adds next to ``node`` (None: let onnx-ir pick one)."""
-    return f"{node.name}__eyefold_{role}" if node.name else None
-
-
-def _rewrite(scope: Scope, node: ir.Node, plan: Plan, names: _FreshNames) -> None:
+def _rewrite(
+    scope: Scope, node: ir.Node, plan: Plan, names: _FreshNames, runtime: str
+) -> None:
     source, result = node.inputs[0], node.outputs[0]
+    # The node is the legalization's now. A rule tag would name a rewrite it re-expanded
+    # (the rules fold these casts back on a second run), so a second run would differ.
+    node.metadata_props.pop(RULE_TAG_KEY, None)
+    node.metadata_props[LEGALIZED_FOR_KEY] = runtime
     assert source is not None
     base = result.name or "eyelike"
     if plan.input_type != source.dtype:
@@ -196,8 +213,7 @@ def _rewrite(scope: Scope, node: ir.Node, plan: Plan, names: _FreshNames) -> Non
             type=ir.TensorType(plan.input_type),
             shape=None if source.shape is None else ir.Shape(source.shape),
         )
-        cast = _cast_node(source, plan.input_type, cast_out, _named(node, "cast_input"))
-        scope.graph.insert_before(node, cast)
+        scope.graph.insert_before(node, _cast_node(source, cast_out, node, "cast_input"))
         node.replace_input_with(0, cast_out)
     if plan.dtype is None:
         node.attributes.pop("dtype", None)
@@ -215,8 +231,7 @@ def _rewrite(scope: Scope, node: ir.Node, plan: Plan, names: _FreshNames) -> Non
     )
     result.name = names.fresh(f"{base}__eyefold_{plan.eyelike_output.name.lower()}")
     result.type = ir.TensorType(plan.eyelike_output)
-    cast = _cast_node(result, plan.output_type, final, _named(node, "cast_output"))
-    scope.graph.insert_after(node, cast)
+    scope.graph.insert_after(node, _cast_node(result, final, node, "cast_output"))
     for user, index in users:
         user.replace_input_with(index, final)
     outputs = scope.graph.outputs
@@ -341,6 +356,6 @@ class LegalizeEyeLikePass(ir.passes.InPlacePass):
         if not self.rewrite:
             note = f"{target} {what} {combination}; would become {plan.describe(source)}"
             return LegalizeOutcome(node, scope, runs, False, note)
-        _rewrite(scope, node, plan, names)
+        _rewrite(scope, node, plan, names, support.runtime)
         note = f"{target} {what} {combination}; legalized as {plan.describe(source)}"
         return LegalizeOutcome(node, scope, runs, True, note)
