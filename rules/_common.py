@@ -23,6 +23,7 @@ __all__ = [
     "is_identity_array",
     "same_dim",
     "scope_opset",
+    "shapes_agree",
     "square_dim",
     "valid_eyelike_type",
 ]
@@ -65,6 +66,21 @@ def same_dim(a: int | ir.SymbolicDim, b: int | ir.SymbolicDim) -> bool:
     if isinstance(a, int) or isinstance(b, int):
         return isinstance(a, int) and isinstance(b, int) and a == b
     return a.value is not None and a.value == b.value
+
+
+def shapes_agree(a: ir.Value, b: ir.Value) -> bool:
+    """False when the known shapes of ``a`` and ``b`` contradict each other.
+
+    A rank or a static dim that differs is a contradiction; unknown parts are not.
+    """
+    if a.shape is None or b.shape is None:
+        return True
+    if len(a.shape) != len(b.shape):
+        return False
+    return all(
+        not (isinstance(p, int) and isinstance(q, int)) or p == q
+        for p, q in zip(a.shape.dims, b.shape.dims, strict=True)
+    )
 
 
 def square_dim(value: ir.Value | None) -> int | ir.SymbolicDim | None:

@@ -30,6 +30,7 @@ from eyefold.rules._common import (
     eyelike_attributes,
     eyelike_k,
     scope_opset,
+    shapes_agree,
     valid_eyelike_type,
 )
 
@@ -55,8 +56,10 @@ class CastEyeLikeCast(RewriteRuleClassBase):
         eye: ir.Value,
     ) -> MatchResult:
         """Accepts when x and the final type are EyeLike types at the opset."""
-        del inner, cast_in
+        del inner
         result = MatchResult()
+        if not shapes_agree(x, cast_in):
+            return result.fail("declared shapes of the Cast input and output disagree")
         opset = scope_opset(context.graph_or_function, context.model)
         if not valid_eyelike_type(x.dtype, opset):
             return result.fail(f"x has no valid EyeLike input type at opset {opset}")

@@ -32,6 +32,7 @@ from eyefold.rules._common import (
     adopt_shape,
     eyelike_dtype,
     scope_opset,
+    shapes_agree,
     valid_eyelike_type,
 )
 
@@ -104,6 +105,8 @@ class DropInputProducer(RewriteRuleClassBase):
             return result.fail(f"{producer.op_type} is not a known shape-preserving op")
         if len(producer.outputs) != 1:
             return result.fail(f"{producer.op_type} has more than one output")
+        if not shapes_agree(x, produced):
+            return result.fail(f"declared shapes around {producer.op_type} disagree")
         opset = scope_opset(context.graph_or_function, context.model)
         if not valid_eyelike_type(x.dtype, opset):
             return result.fail(f"input of {producer.op_type} has no valid EyeLike input type")

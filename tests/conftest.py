@@ -25,3 +25,42 @@ def assert_bit_identical() -> Callable[[np.ndarray, np.ndarray], None]:
     Session-scoped so hypothesis tests can use it too.
     """
     return _assert_bit_identical
+
+
+def _with_ieee_specials(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Copies of ``feeds`` whose floating inputs start with NaN, inf, -inf and -0.0."""
+    specials = np.array([np.nan, np.inf, -np.inf, -0.0], dtype=np.float32)
+    planted = {}
+    for name, array in feeds.items():
+        array = np.array(array)
+        if array.dtype.kind == "f" or array.dtype.name == "bfloat16":
+            flat = array.reshape(-1)
+            count = min(flat.size, specials.size)
+            flat[:count] = specials[:count].astype(array.dtype)
+        planted[name] = array
+    return planted
+
+
+@pytest.fixture(scope="session")
+def with_ieee_specials() -> Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]:
+    """Returns ``plant(feeds)``: floating inputs get NaN, inf, -inf and -0.0 first."""
+    return _with_ieee_specials
+
+
+def _apply_eyelike_rules(text: str, **options: object) -> tuple[object, object, object]:
+    import onnx_ir as ir
+
+    from eyefold.passes.apply_rules import ApplyEyeLikeRulesPass
+
+    before = ir.to_proto(ir.from_onnx_text(text))
+    model = ir.from_onnx_text(text)
+    rules_pass = ApplyEyeLikeRulesPass(**options)  # type: ignore[arg-type]
+    rules_pass(model)
+    return before, model, rules_pass
+
+
+@pytest.fixture(scope="session")
+def apply_eyelike_rules() -> Callable[..., tuple[object, object, object]]:
+    """Returns ``apply(onnx_text, **pass_options) -> (original proto, rewritten ir.Model,
+    the ApplyEyeLikeRulesPass that ran, with its hits)``."""
+    return _apply_eyelike_rules
