@@ -32,6 +32,7 @@ from eyefold.model_io import (
 )
 from eyefold.passes.fold_eye_like import DEFAULT_SIZE_LIMIT_BYTES
 from eyefold.report import Report
+from eyefold.runtime_support import SUPPORTED_RUNTIMES
 from eyefold.summary import RunLog, model_stats, render_inspect, render_optimize, use_color
 
 __all__ = ["main", "parse_size"]
@@ -150,6 +151,15 @@ def _add_pipeline_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also allow rules exact only up to IEEE special values (inf, NaN, -0.0)",
     )
+    parser.add_argument(
+        "--target-runtime",
+        choices=SUPPORTED_RUNTIMES,
+        default=None,
+        metavar="NAME",
+        help="rewrite EyeLike nodes this runtime cannot run (types it lacks) into casts"
+        " around one it can; measured once per runtime version and cached"
+        f" (choices: {', '.join(SUPPORTED_RUNTIMES)})",
+    )
 
 
 def _rule_list(text: str) -> list[str]:
@@ -202,6 +212,10 @@ def _run(args: argparse.Namespace, log: RunLog) -> Report:
         size_limit=args.size_limit,
         rules=args.rules,
         relaxed=args.relaxed,
+        target_runtime=args.target_runtime,
+        # inspect always says which nodes onnxruntime cannot run, from the cached
+        # measurement or the fallback table: it never creates sessions unless asked to.
+        check_runtime=None if optimizing else "onnxruntime",
     )
     if optimizing:
         if args.check:
