@@ -17,6 +17,7 @@ from eyefold.passes.fold_eye_like import DEFAULT_SIZE_LIMIT_BYTES, FoldEyeLikePa
 from eyefold.passes.infer_eye_like import InferEyeLikeOutputsPass
 from eyefold.passes.infer_input_shapes import InferEyeLikeInputShapesPass
 from eyefold.passes.legalize_eye_like import LegalizeEyeLikePass
+from eyefold.passes.upgrade_opset import UpgradeOpsetPass
 from eyefold.report import NodeOutcome, Report
 from eyefold.runtime_support import get_support
 
@@ -73,7 +74,11 @@ def run_pipeline(
     rules_before = ApplyEyeLikeRulesPass(rules=rules, relaxed=relaxed, phase="before-fold")
     rules_after = ApplyEyeLikeRulesPass(rules=rules, relaxed=relaxed, phase="after-fold")
     report = Report(opset_before=default_opset(model.opset_imports))
-    del upgrade  # the opset upgrade step is not part of this pipeline yet
+    if upgrade:
+        # Before shape inference: onnx propagates shape data through Unsqueeze, Concat,
+        # Squeeze, Slice and Cast only from opset 13.
+        with report.step("upgrade") as step:
+            step.modified = UpgradeOpsetPass(target_opset)(model).modified
     with report.step("infer-input-shapes") as step:
         infer_inputs = InferEyeLikeInputShapesPass()
         step.modified = infer_inputs(model).modified

@@ -8,6 +8,7 @@ from eyefold.passes.infer_eye_like import InferEyeLikeOutputsPass
 from eyefold.passes.infer_input_shapes import InferEyeLikeInputShapesPass
 from eyefold.passes.legalize_eye_like import LegalizeEyeLikePass
 from eyefold.passes.pipeline import default_pipeline
+from eyefold.passes.upgrade_opset import UpgradeOpsetPass
 
 __all__ = [
     "DEFAULT_SIZE_LIMIT_BYTES",
@@ -16,5 +17,6 @@ __all__ = [
     "InferEyeLikeInputShapesPass",
     "InferEyeLikeOutputsPass",
     "LegalizeEyeLikePass",
+    "UpgradeOpsetPass",
     "default_pipeline",
 ]

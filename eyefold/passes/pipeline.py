@@ -7,20 +7,30 @@ import onnx_ir as ir
 from eyefold.passes.fold_eye_like import DEFAULT_SIZE_LIMIT_BYTES, FoldEyeLikePass
 from eyefold.passes.infer_eye_like import InferEyeLikeOutputsPass
 from eyefold.passes.infer_input_shapes import InferEyeLikeInputShapesPass
+from eyefold.passes.upgrade_opset import UpgradeOpsetPass
 
 __all__ = ["default_pipeline"]
 
 
 def default_pipeline(
-    *, fold: bool = True, size_limit_bytes: int = DEFAULT_SIZE_LIMIT_BYTES
+    *,
+    fold: bool = True,
+    size_limit_bytes: int = DEFAULT_SIZE_LIMIT_BYTES,
+    upgrade: bool = True,
+    target_opset: int = 22,
 ) -> ir.passes.PassManager:
     """The passes ``eyefold.optimize`` runs, as one PassManager (run once, in order).
 
+    ``upgrade`` puts :class:`UpgradeOpsetPass` (to ``target_opset``) first.
+
     >>> manager = default_pipeline()
-    >>> [type(p).__name__ for p in manager.passes]
-    ['InferEyeLikeInputShapesPass', 'FoldEyeLikePass', 'InferEyeLikeOutputsPass']
+    >>> [type(p).__name__ for p in manager.passes][:3]
+    ['UpgradeOpsetPass', 'InferEyeLikeInputShapesPass', 'FoldEyeLikePass']
     """
-    passes: list[ir.passes.PassBase] = [InferEyeLikeInputShapesPass()]
+    passes: list[ir.passes.PassBase] = []
+    if upgrade:
+        passes.append(UpgradeOpsetPass(target_opset))
+    passes.append(InferEyeLikeInputShapesPass())
     if fold:
         passes.append(FoldEyeLikePass(size_limit_bytes=size_limit_bytes))
     passes.append(

@@ -1,0 +1,266 @@
+"""Run onnx's C++ version converter on one graph body without copying its weights.
+
+onnx.version_converter works on a ModelProto (2 GiB protobuf limit), keeps only the main
+graph (model-local functions are dropped) and runs onnx's shape inference first, which
+segfaults on an EyeLike with a ``dtype`` whose input type is unknown. So each graph body
+(the main graph, or one function body) is handed to it as its own small ModelProto:
+
+* initializers and ``Constant`` tensors over :data:`INLINE_TENSOR_LIMIT_BYTES` become typed
+  graph inputs (shape inference needs only their type; the data is never serialized);
+* every EyeLike becomes a stand-in with the same output type and shape: ``Cast(x, to=dtype)``
+  when it has a ``dtype``, else ``Identity(x)``. EyeLike-9 and EyeLike-22 differ only in
+  allowing bfloat16, so the converter has nothing to do to them;
+* nodes taking an attribute from the function's attributes (``ref_attr_name``) are passed
+  through unchanged when their op has no newer version up to the target, because the
+  converter silently drops such references; otherwise the conversion stops with an error.
+
+Nodes the converter did not change are recognized afterwards by their serialized bytes and
+kept as they are (see ``_proto_writeback``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+import onnx
+import onnx_ir as ir
+
+from eyefold.errors import UpgradeError
+from eyefold.passes._scopes import DEFAULT_DOMAINS
+
+__all__ = [
+    "INLINE_TENSOR_LIMIT_BYTES",
+    "BodyConversion",
+    "convert_body",
+    "iter_proto_graphs",
+]
+
+# Tensors up to this size travel with the graph handed to the converter, so its shape
+# inference can read Reshape targets and the like; larger ones are declared as typed inputs.
+INLINE_TENSOR_LIMIT_BYTES = 4096
+
+_GRAPH_ATTRIBUTE_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+
+
+@dataclasses.dataclass
+class BodyConversion:
+    """One graph body before and after onnx's converter.
+
+    Attributes:
+        body: the ir graph or function that was converted.
+        nodes: the body's nodes that were serialized, aligned with ``before.graph.node``.
+        before: the ModelProto handed to the converter (stand-ins in place).
+        after: the converter's result.
+        opaque: output-name tuples of the nodes the converter must not change (EyeLike
+            stand-ins, attribute-reference nodes), mapped to their original NodeProto.
+    """
+
+    body: ir.Graph | ir.Function
+    nodes: list[ir.Node]
+    before: onnx.ModelProto
+    after: onnx.ModelProto
+    opaque: dict[tuple[str, ...], onnx.NodeProto]
+
+
+def iter_proto_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """Yields ``graph`` and every subgraph in it, depth first."""
+    yield graph
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                yield from iter_proto_graphs(attribute.g)
+            elif attribute.type == onnx.AttributeProto.GRAPHS:
+                for subgraph in attribute.graphs:
+                    yield from iter_proto_graphs(subgraph)
+
+
+def _is_large_constant(node: ir.Node) -> bool:
+    if node.op_type != "Constant" or node.domain not in DEFAULT_DOMAINS:
+        return False
+    value = node.attributes.get("value")
+    return (
+        value is not None
+        and value.type == ir.AttributeType.TENSOR
+        and value.as_tensor().nbytes > INLINE_TENSOR_LIMIT_BYTES
+    )
+
+
+def _typed_input(value: ir.Value, tensor: ir.TensorProtocol | None) -> onnx.ValueInfoProto:
+    """A graph input declaring ``value``, typed from its tensor when the value is not."""
+    proto = ir.serde.serialize_value(value)
+    if tensor is not None and not proto.type.tensor_type.elem_type:
+        proto.type.tensor_type.elem_type = tensor.dtype.value
+        for dim in tensor.shape.numpy():
+            proto.type.tensor_type.shape.dim.add().dim_value = int(dim)
+    return proto
+
+
+def _has_newer_version(op_type: str, source: int, target: int) -> bool:
+    try:
+        schema = onnx.defs.get_schema(op_type, max_inclusive_version=target, domain="")
+    except onnx.defs.SchemaError:
+        return False  # unknown op: the converter itself reports it
+    return schema.since_version > source
+
+
+def _mark_opaque(
+    graph: onnx.GraphProto,
+    opaque: dict[tuple[str, ...], onnx.NodeProto],
+    where: str,
+    versions: tuple[int, int],
+) -> None:
+    """Replaces EyeLike by stand-ins and records the nodes the converter must leave alone."""
+    for node in graph.node:
+        if node.domain not in DEFAULT_DOMAINS:
+            continue
+        original = onnx.NodeProto()
+        if node.op_type == "EyeLike":
+            original.CopyFrom(node)
+            dtype = next((a for a in node.attribute if a.name == "dtype"), None)
+            del node.attribute[:]
+            if dtype is not None:
+                node.op_type = "Cast"
+                node.attribute.append(onnx.helper.make_attribute("to", dtype.i))
+            else:
+                node.op_type = "Identity"
+            opaque[tuple(node.output)] = original
+        elif any(a.ref_attr_name for a in node.attribute):
+            if _has_newer_version(node.op_type, *versions):
+                label = node.name or node.op_type
+                raise UpgradeError(
+                    f"{where}: node {label!r} ({node.op_type}) takes an attribute from the"
+                    f" function's attributes; onnx's version converter cannot convert it"
+                    f" from opset {versions[0]} to {versions[1]}; run with --no-upgrade"
+                )
+            original.CopyFrom(node)
+            opaque[tuple(node.output)] = original
+
+
+def _body_proto(
+    body: ir.Graph | ir.Function, nodes: list[ir.Node], hidden: list[ir.Node]
+) -> onnx.GraphProto:
+    """The body as a GraphProto with large tensors declared as typed inputs."""
+    graph = body if isinstance(body, ir.Graph) else body.graph
+    small, large = [], []
+    for value in graph.initializers.values():
+        tensor = value.const_value
+        fits = tensor is not None and tensor.nbytes <= INLINE_TENSOR_LIMIT_BYTES
+        (small if fits else large).append(value)
+    view = ir.GraphView(
+        inputs=list(body.inputs),
+        outputs=list(body.outputs),
+        nodes=nodes,
+        initializers=small,
+        name=graph.name or "eyefold_upgrade",
+    )
+    proto = ir.serde.serialize_graph(view)
+    declared = {value.name for value in body.inputs}
+    for value in large:
+        if value.name not in declared:
+            proto.input.append(_typed_input(value, value.const_value))
+    for node in hidden:
+        tensor = node.attributes["value"].as_tensor()
+        proto.input.append(_typed_input(node.outputs[0], tensor))
+    return proto
+
+
+def convert_body(
+    body: ir.Graph | ir.Function,
+    *,
+    opset_imports: dict[str, int],
+    source: int,
+    target: int,
+    ir_version: int,
+    where: str,
+) -> BodyConversion:
+    """Converts one graph body from ``source`` to ``target`` with onnx's C++ converter.
+
+    Nothing in ``body`` is changed.
+
+    Raises:
+        UpgradeError: the converter failed; the message names the body and the opsets.
+    """
+    hidden = [node for node in body if _is_large_constant(node)]
+    hidden_ids = {id(node) for node in hidden}
+    nodes = [node for node in body if id(node) not in hidden_ids]
+    graph = _body_proto(body, nodes, hidden)
+    opaque: dict[tuple[str, ...], onnx.NodeProto] = {}
+    for subgraph in iter_proto_graphs(graph):
+        _mark_opaque(subgraph, opaque, where, (source, target))
+    before = onnx.ModelProto(ir_version=ir_version, graph=graph)
+    for domain, version in opset_imports.items():
+        before.opset_import.add(domain=domain, version=version)
+    try:
+        after = onnx.version_converter.convert_version(before, target)
+    except Exception as error:  # onnx raises RuntimeError, ValueError or its own types
+        detail = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+        raise UpgradeError(
+            f"{where}: onnx's version converter failed from opset {source} to {target}:"
+            f" {detail}; run with --no-upgrade to keep opset {source}"
+        ) from None
+    for converted in iter_proto_graphs(after.graph):
+        _keep_resize_10_coordinates(converted, source, where, _upsample_inputs(before.graph))
+    return BodyConversion(body, nodes, before, after, opaque)
+
+
+def _upsample_inputs(graph: onnx.GraphProto) -> set[tuple[str, str]]:
+    """(data, scales) input names of every Upsample, which only enlarges (scales >= 1)."""
+    return {
+        (node.input[0], node.input[1])
+        for subgraph in iter_proto_graphs(graph)
+        for node in subgraph.node
+        if node.op_type == "Upsample"
+        and node.domain in DEFAULT_DOMAINS
+        and len(node.input) > 1
+    }
+
+
+def _constant_scales(graph: onnx.GraphProto, name: str) -> list[float] | None:
+    for initializer in graph.initializer:
+        if initializer.name == name:
+            return [float(s) for s in onnx.numpy_helper.to_array(initializer).ravel()]
+    for node in graph.node:
+        if node.op_type == "Constant" and list(node.output) == [name]:
+            value = next((a for a in node.attribute if a.name == "value"), None)
+            if value is not None:
+                return [float(s) for s in onnx.numpy_helper.to_array(value.t).ravel()]
+    return None
+
+
+def _keep_resize_10_coordinates(
+    graph: onnx.GraphProto, source: int, where: str, upsamples: set[tuple[str, str]]
+) -> None:
+    """Keeps the coordinate mapping of Resize-10 and Upsample in the Resize-11+ they become.
+
+    Resize-10 and Upsample map output index ``y`` to input coordinate ``y / scale``
+    (onnxruntime rounds nearest per axis down when enlarging, up when shrinking). Resize-11
+    made that mapping an attribute whose default is ``half_pixel``, and onnx's adapter
+    leaves it unset, which changes linear results; so the mapping is set explicitly.
+    """
+    if source >= 11:
+        return
+    for node in graph.node:
+        names = {a.name for a in node.attribute}
+        if node.op_type != "Resize" or "coordinate_transformation_mode" in names:
+            continue
+        mode = next((a.s.decode() for a in node.attribute if a.name == "mode"), "nearest")
+        node.attribute.append(
+            onnx.helper.make_attribute("coordinate_transformation_mode", "asymmetric")
+        )
+        if mode != "nearest":
+            continue
+        scales_name = node.input[2] if len(node.input) > 2 else ""
+        scales = _constant_scales(graph, scales_name)
+        if (node.input[0], scales_name) in upsamples or (scales and min(scales) >= 1):
+            rounding = "floor"
+        elif scales and max(scales) <= 1:
+            rounding = "ceil"
+        else:
+            raise UpgradeError(
+                f"{where}: nearest Resize of {node.input[0]!r} at opset {source} rounds down"
+                " on enlarged axes and up on shrunk ones; with scales that are not constant,"
+                " or that enlarge some axes and shrink others, no Resize-11+ node matches it;"
+                f" run with --no-upgrade to keep opset {source}"
+            )
+        node.attribute.append(onnx.helper.make_attribute("nearest_mode", rounding))

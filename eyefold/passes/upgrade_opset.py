@@ -1,0 +1,200 @@
+"""Upgrade a whole model (main graph, subgraphs, model-local functions) to a newer opset.
+
+The conversion itself is onnx's C++ version converter, which has an adapter for every
+operator change from opset 1 to the newest opset onnx knows. eyefold hands it each graph
+body separately and without its weights (see ``_version_conversion``), writes back only the
+nodes it changed (see ``_proto_writeback``), raises ``ir_version`` to the minimum the new
+opset needs, and validates the result with ``onnx.checker.check_model(full_check=True)``
+before touching the model: a failed upgrade leaves the model as it was.
+
+onnxscript's ``ConvertVersionPass`` is not used: it inlines every model-local function
+first, and below opset 18 it calls the same C++ converter on a whole-model round trip.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import onnx
+import onnx_ir as ir
+
+from eyefold.errors import InvalidModelError, UpgradeError
+from eyefold.eyelike_types import EYELIKE_MIN_OPSET
+from eyefold.onnx_safety import defuse_eyelike_dtype
+from eyefold.passes._analysis import node_label
+from eyefold.passes._proto_writeback import write_back
+from eyefold.passes._scopes import DEFAULT_DOMAINS, default_opset, iter_nodes
+from eyefold.passes._version_conversion import BodyConversion, convert_body, iter_proto_graphs
+
+__all__ = ["UpgradeOpsetPass", "min_ir_version"]
+
+logger = logging.getLogger(__name__)
+
+_OP_IN_MESSAGE = re.compile(r"(?:OpType: |op_type:|for operator )(\w+)")
+
+
+def min_ir_version(opset: int) -> int:
+    """The lowest ir_version that may import the default domain at ``opset``."""
+    return onnx.helper.find_min_ir_version_for([onnx.helper.make_opsetid("", opset)])
+
+
+def _set_default_opset(opset_imports: dict[str, int], version: int) -> None:
+    """Raises the default-domain entry (either spelling, both when both exist)."""
+    for domain in DEFAULT_DOMAINS:
+        if domain in opset_imports and opset_imports[domain] < version:
+            opset_imports[domain] = version
+
+
+def _function_label(function: ir.Function) -> str:
+    overload = f"::{function.overload}" if function.overload else ""
+    return f"function {function.domain}::{function.name}{overload}"
+
+
+def _restore_opaque(graph: onnx.GraphProto, conversion: BodyConversion) -> None:
+    """Puts the original EyeLike (and attribute-reference) nodes back in a converted proto."""
+    for subgraph in iter_proto_graphs(graph):
+        for node in subgraph.node:
+            original = conversion.opaque.get(tuple(node.output))
+            if original is not None:
+                node.CopyFrom(original)
+
+
+class UpgradeOpsetPass(ir.passes.InPlacePass):
+    """Raises the default-domain opset of a model to ``target_opset`` (never lowers it).
+
+    Every node of the main graph, of its subgraphs and of every model-local function is
+    converted to the target opset's form by onnx's version converter; EyeLike nodes keep
+    their ``k`` and ``dtype`` (an absent ``dtype`` stays absent). ``ir_version`` is raised
+    to the minimum the target opset needs and never lowered. A model already at or above
+    the target is left unchanged.
+
+    Attributes:
+        target_opset: default-domain opset to reach.
+        rebuilt_nodes: nodes the last call changed or added (the others were kept as is).
+    """
+
+    def __init__(self, target_opset: int) -> None:
+        super().__init__()
+        newest = onnx.defs.onnx_opset_version()
+        if isinstance(target_opset, bool) or not isinstance(target_opset, int):
+            raise UpgradeError(f"target opset must be an int, got {target_opset!r}")
+        if not 1 <= target_opset <= newest:
+            raise UpgradeError(
+                f"target opset {target_opset} is outside 1..{newest} (the opsets onnx knows)"
+            )
+        self.target_opset = target_opset
+        self.rebuilt_nodes = 0
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        """Converts every body below the target, validates, then writes back.
+
+        Raises:
+            InvalidModelError: an EyeLike sits in a scope whose opset predates EyeLike.
+            UpgradeError: the conversion failed or gave an invalid model (the model is
+                left unchanged).
+        """
+        self.rebuilt_nodes = 0
+        # Checked here, not in requires(): PassBase wraps requires() errors in its own type.
+        for scope, node in iter_nodes(model):
+            if scope.opset is not None and scope.opset < EYELIKE_MIN_OPSET:
+                raise InvalidModelError(
+                    f"EyeLike node {node_label(node)} in {scope.path}: EyeLike exists from"
+                    f" opset {EYELIKE_MIN_OPSET}, the model has opset {scope.opset}"
+                )
+        source = default_opset(model.opset_imports)
+        target = self.target_opset
+        if source is None or source >= target:
+            return ir.passes.PassResult(model, modified=False)
+        ir_version = max(model.ir_version, min_ir_version(target))
+        conversions = [
+            convert_body(
+                model.graph,
+                opset_imports=dict(model.opset_imports),
+                source=source,
+                target=target,
+                ir_version=model.ir_version,
+                where="main graph",
+            )
+        ]
+        for function in model.functions.values():
+            function_source = default_opset(function.opset_imports) or source
+            if function_source >= target:
+                continue
+            imports = dict(function.opset_imports)
+            if default_opset(imports) is None:
+                imports[""] = function_source
+            conversions.append(
+                convert_body(
+                    function,
+                    opset_imports=imports,
+                    source=function_source,
+                    target=target,
+                    ir_version=model.ir_version,
+                    where=_function_label(function),
+                )
+            )
+        self._validate(model, conversions, source=source, ir_version=ir_version)
+        for conversion in conversions:
+            self.rebuilt_nodes += write_back(conversion)
+        _set_default_opset(model.opset_imports, target)
+        for function in model.functions.values():
+            _set_default_opset(function.opset_imports, target)
+        model.ir_version = ir_version
+        logger.info(
+            "opset %d -> %d: %d nodes changed or added", source, target, self.rebuilt_nodes
+        )
+        return ir.passes.PassResult(model, modified=True)
+
+    def _validate(
+        self,
+        model: ir.Model,
+        conversions: list[BodyConversion],
+        *,
+        source: int,
+        ir_version: int,
+    ) -> None:
+        """Runs onnx's full checker on the converted protos (weights left out).
+
+        Raises:
+            UpgradeError: the converted model is invalid; names the op and the opsets.
+        """
+        main, *functions = conversions
+        proto = onnx.ModelProto()
+        proto.CopyFrom(main.after)
+        proto.ir_version = ir_version
+        _restore_opaque(proto.graph, main)
+        del proto.opset_import[:]
+        imports = dict(model.opset_imports)
+        _set_default_opset(imports, self.target_opset)
+        for domain, version in imports.items():
+            proto.opset_import.add(domain=domain, version=version)
+        converted = {id(c.body): c for c in functions}
+        for function in model.functions.values():
+            function_proto = ir.serde.serialize_function(function)
+            conversion = converted.get(id(function))
+            if conversion is not None:
+                body = onnx.GraphProto()
+                body.CopyFrom(conversion.after.graph)
+                _restore_opaque(body, conversion)
+                serialized = {id(node) for node in conversion.nodes}
+                hidden = [node for node in function if id(node) not in serialized]
+                del function_proto.node[:]
+                function_proto.node.extend(ir.serde.serialize_node(node) for node in hidden)
+                function_proto.node.extend(body.node)
+                for opset in function_proto.opset_import:
+                    if opset.domain in DEFAULT_DOMAINS:
+                        opset.version = max(opset.version, self.target_opset)
+            proto.functions.append(function_proto)
+        defuse_eyelike_dtype(proto)
+        try:
+            onnx.checker.check_model(proto, full_check=True)
+        except Exception as error:  # ValidationError, InferenceError and others
+            text = str(error).strip()
+            found = _OP_IN_MESSAGE.search(text)
+            op = f" at op {found.group(1)}" if found else ""
+            first = text.splitlines()[0] if text else type(error).__name__
+            raise UpgradeError(
+                f"upgrading opset {source} to {self.target_opset} gave an invalid model{op}:"
+                f" {first}; run with --no-upgrade to keep opset {source}"
+            ) from None
