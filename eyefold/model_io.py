@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
+from eyefold._sparse_write import write_tensor
 from eyefold.errors import ModelIOError
 
 __all__ = [
@@ -111,7 +112,39 @@ def load_model(path: str | os.PathLike[str]) -> ir.Model:
             f"{full_path} is not an ONNX model (ir_version {model.ir_version},"
             f" {len(model.opset_imports)} opset imports)"
         )
+    _check_external_data(model, full_path)
     return model
+
+
+def _external_tensors(model: ir.Model) -> Iterator[ir.ExternalTensor]:
+    for value in _initializers(model):
+        if isinstance(value.const_value, ir.ExternalTensor):
+            yield value.const_value
+    for _, _, tensor in _attribute_tensors(model):
+        if isinstance(tensor, ir.ExternalTensor):
+            yield tensor
+
+
+def _check_external_data(model: ir.Model, model_path: str) -> None:
+    """Fails at load time, with the tensor named, on data files that are unsafe or short.
+
+    Nothing is read: only paths are resolved and file sizes compared. onnx-ir would raise
+    the same containment errors later, in the middle of a pass or a save.
+    """
+    folder = os.path.realpath(os.path.dirname(model_path))
+    for tensor in _external_tensors(model):
+        where = f"{model_path}: tensor {tensor.name!r} has external data {tensor.location!r}"
+        data_path = os.path.realpath(os.path.join(folder, os.fspath(tensor.location)))
+        if os.path.commonpath([folder, data_path]) != folder:
+            raise ModelIOError(f"{where} outside the model's folder {folder}")
+        if not os.path.isfile(data_path):
+            raise ModelIOError(f"{where}, which does not exist")
+        end = (tensor.offset or 0) + (tensor.length or tensor.nbytes)
+        if os.path.getsize(data_path) < end:
+            raise ModelIOError(
+                f"{where}, which is {os.path.getsize(data_path)} bytes; the tensor ends at"
+                f" byte {end}"
+            )
 
 
 def _all_graphs(model: ir.Model) -> Iterator[ir.Graph | ir.Function]:
@@ -149,14 +182,7 @@ def tensor_bytes(model: ir.Model) -> int:
 
 def external_data_files(model: ir.Model) -> list[str]:
     """Absolute paths of the data files the model's external tensors are read from."""
-    paths: dict[str, None] = {}
-    for value in _initializers(model):
-        if isinstance(value.const_value, ir.ExternalTensor):
-            paths[os.path.abspath(value.const_value.path)] = None
-    for _, _, tensor in _attribute_tensors(model):
-        if isinstance(tensor, ir.ExternalTensor):
-            paths[os.path.abspath(tensor.path)] = None
-    return list(paths)
+    return list({os.path.abspath(tensor.path): None for tensor in _external_tensors(model)})
 
 
 def files_bytes(paths: list[str]) -> int:
@@ -221,7 +247,7 @@ def _write_data(
             assert tensor is not None
             offset = _aligned(offset, tensor.nbytes)
             handle.seek(offset)
-            tensor.tofile(handle)
+            write_tensor(tensor, handle)
             placement.append((offset, tensor.nbytes))
             offset += tensor.nbytes
             if progress is not None:
@@ -425,7 +451,7 @@ def save_model(
             os.replace(temp_paths[0], data_path)
             replaced = True
         os.replace(temp_model, output)
-    except OSError as error:
+    except (OSError, ValueError) as error:  # ValueError: onnx-ir's data containment checks
         raise ModelIOError(f"cannot write {output}: {error}") from None
     finally:
         _restore(originals, data_path or "", replaced)
