@@ -8,6 +8,7 @@ after, all 182 load, run, and give onnx's reference evaluator's bits for the ori
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import pathlib
 import subprocess
@@ -24,7 +25,8 @@ from onnx.reference.op_run import OpRun
 
 import eyefold
 from eyefold._optimize import run_pipeline
-from eyefold.passes import InferEyeLikeOutputsPass, LegalizeEyeLikePass
+from eyefold.cli import main
+from eyefold.passes import InferEyeLikeOutputsPass, LegalizeEyeLikePass, default_pipeline
 from eyefold.passes.legalize_eye_like import LEGALIZED_FOR_KEY, Plan, choose_plan
 from eyefold.runtime_support import (
     CACHE_DIR_ENV,
@@ -462,3 +464,58 @@ def test_check_only_is_quiet_for_a_supported_node(tmp_path, monkeypatch):
     report = run_pipeline(model, check_runtime="onnxruntime")
     assert report.nodes[0].runtime_supported is True
     assert report.warnings == []
+
+
+# --- composition: the pass manager and `eyefold inspect` ---
+
+
+def test_default_pipeline_with_a_target_runtime_legalizes():
+    original = _eyelike_model(ir.DataType.UINT16, None)
+    with_target = ir.serde.deserialize_model(original)
+    assert default_pipeline(upgrade=False, target_runtime="onnxruntime")(with_target).modified
+    without = ir.serde.deserialize_model(original)
+    default_pipeline(upgrade=False)(without)
+    assert [n.op_type for n in without.graph] == ["EyeLike"]
+    feeds = random_inputs(original, dims=DIMS)
+    assert _run_bits(ir.to_proto(with_target), feeds) == _reference_bits(original, feeds)
+
+
+def test_inspect_flags_what_onnxruntime_cannot_run_and_writes_nothing(tmp_path, capsys):
+    path = tmp_path / "model.onnx"
+    onnx.save(_eyelike_model(ir.DataType.INT8, None), path)
+    before = path.read_bytes()
+    assert main(["inspect", str(path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["nodes"][0]["runtime_supported"] is False
+    assert report["runtime"]["rewrite"] is False
+    assert any("--target-runtime onnxruntime" in w for w in report["warnings"])
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx"]
+
+
+def test_inspect_is_quiet_when_onnxruntime_runs_everything(tmp_path, capsys):
+    path = tmp_path / "model.onnx"
+    onnx.save(_eyelike_model(ir.DataType.INT64, ir.DataType.FLOAT), path)
+    assert main(["inspect", str(path)]) == 0
+    output = capsys.readouterr().out
+    assert "RUNS" in output
+    assert "--target-runtime" not in output
+
+
+def test_inspect_with_target_runtime_shows_the_rewrite(tmp_path, capsys):
+    path = tmp_path / "model.onnx"
+    onnx.save(_eyelike_model(ir.DataType.INT8, None), path)
+    assert main(["inspect", str(path), "--target-runtime", "onnxruntime"]) == 0
+    output = capsys.readouterr().out
+    assert "legalized as Cast(to=" in output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx"]
+
+
+def test_unknown_target_runtime_is_a_usage_error(tmp_path, capsys):
+    path = tmp_path / "model.onnx"
+    onnx.save(_eyelike_model(ir.DataType.INT8, None), path)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["optimize", str(path), str(tmp_path / "out.onnx"), "--target-runtime", "tvm"])
+    assert exit_info.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
+    assert not (tmp_path / "out.onnx").exists()

@@ -7,6 +7,7 @@ import onnx_ir as ir
 from eyefold.passes.fold_eye_like import DEFAULT_SIZE_LIMIT_BYTES, FoldEyeLikePass
 from eyefold.passes.infer_eye_like import InferEyeLikeOutputsPass
 from eyefold.passes.infer_input_shapes import InferEyeLikeInputShapesPass
+from eyefold.passes.legalize_eye_like import LegalizeEyeLikePass
 from eyefold.passes.upgrade_opset import UpgradeOpsetPass
 
 __all__ = ["default_pipeline"]
@@ -18,10 +19,12 @@ def default_pipeline(
     size_limit_bytes: int = DEFAULT_SIZE_LIMIT_BYTES,
     upgrade: bool = True,
     target_opset: int = 22,
+    target_runtime: str | None = None,
 ) -> ir.passes.PassManager:
     """The passes ``eyefold.optimize`` runs, as one PassManager (run once, in order).
 
-    ``upgrade`` puts :class:`UpgradeOpsetPass` (to ``target_opset``) first.
+    ``upgrade`` puts :class:`UpgradeOpsetPass` (to ``target_opset``) first;
+    ``target_runtime`` puts :class:`LegalizeEyeLikePass` for that runtime last.
 
     >>> manager = default_pipeline()
     >>> [type(p).__name__ for p in manager.passes][:3]
@@ -36,4 +39,6 @@ def default_pipeline(
     passes.append(
         InferEyeLikeOutputsPass(size_limit_bytes=size_limit_bytes, fold_enabled=fold)
     )
+    if target_runtime is not None:  # last: it reads the types the passes before it set
+        passes.append(LegalizeEyeLikePass(target_runtime))
     return ir.passes.PassManager(passes, steps=1)
