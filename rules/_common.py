@@ -16,6 +16,7 @@ __all__ = [
     "DEFAULT_DOMAINS",
     "INT64_MIN",
     "adopt_shape",
+    "constant_tensor",
     "eyelike_attributes",
     "eyelike_dtype",
     "eyelike_k",
@@ -145,7 +146,8 @@ def is_identity_array(array: np.ndarray) -> bool:
     return int(np.count_nonzero(array)) == size
 
 
-def _constant_tensor(value: ir.Value) -> ir.TensorProtocol | None:
+def constant_tensor(value: ir.Value) -> ir.TensorProtocol | None:
+    """The tensor of an initializer or of a default-domain Constant's ``value``, or None."""
     if value.const_value is not None:
         return value.const_value
     producer = value.producer()
@@ -179,7 +181,7 @@ def identity_operand(
         if size is None or dtype is None:
             return None
         return size, dtype
-    tensor = _constant_tensor(value)
+    tensor = constant_tensor(value)
     if tensor is None or len(tensor.shape) != 2 or not tensor.shape.is_static():
         return None
     rows, cols = tensor.shape.dims

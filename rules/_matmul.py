@@ -11,16 +11,20 @@ from typing import ClassVar
 import onnx_ir as ir
 from onnxscript.rewriter import MatchResult, RewriteRuleClassBase
 
-from eyefold.rules._common import identity_operand, same_dim
+from eyefold.rules._common import constant_tensor, identity_operand, same_dim
 
 __all__ = ["MatMulIdentityBase", "identity_side"]
 
 
 def _contracted_dim(other: ir.Value, identity_on_right: bool) -> int | ir.SymbolicDim | None:
     """The dim of ``other`` that MatMul contracts with the identity (None when unknown)."""
-    if other.shape is None or len(other.shape) == 0:
+    shape = other.shape
+    if shape is None:  # a Constant node's output carries its shape in the tensor
+        tensor = constant_tensor(other)
+        shape = tensor.shape if tensor is not None else None
+    if shape is None or len(shape) == 0:
         return None
-    dims = other.shape.dims
+    dims = shape.dims
     if identity_on_right or len(dims) == 1:
         return dims[-1]
     return dims[-2]
@@ -30,8 +34,9 @@ def identity_side(a: ir.Value, b: ir.Value) -> tuple[ir.Value, ir.DataType] | st
     """The operand MatMul(a, b) equals, with its type, or why neither side qualifies.
 
     The identity must be square ``n x n`` with the contracted dim of the other operand
-    provably ``n`` and the same element type, so the product has exactly the other
-    operand's shape and type (MatMul broadcasting cannot change it: the identity is 2-D).
+    provably ``n`` (a dim known only at run time is not enough) and the same element type
+    (declared, or implied by MatMul's single type variable), so the product has exactly
+    the other operand's shape and type (broadcasting cannot change it: I is 2-D).
     """
     reasons = []
     for identity, other, on_right in ((b, a, True), (a, b, False)):
@@ -39,7 +44,8 @@ def identity_side(a: ir.Value, b: ir.Value) -> tuple[ir.Value, ir.DataType] | st
         if found is None:
             continue
         size, dtype = found
-        if other.dtype != dtype:
+        # MatMul types both operands alike (T), so an untyped other operand is `dtype`.
+        if other.dtype not in (None, dtype):
             reasons.append(f"other operand type is not {dtype.name}")
             continue
         contracted = _contracted_dim(other, on_right)
@@ -63,12 +69,14 @@ class MatMulIdentityBase(RewriteRuleClassBase):
         """Accepts when one side is an exact identity matching the other side."""
         del context, product
         result = MatchResult()
-        types = {a.dtype, b.dtype}
-        if not types & self.DTYPES:
+        declared = {a.dtype, b.dtype} - {None}
+        if declared and not declared & self.DTYPES:  # before reading any constant
             return result.fail("element type is not one this rule handles")
         side = identity_side(a, b)
         if isinstance(side, str):
             return result.fail(side)
+        if side[1] not in self.DTYPES:
+            return result.fail(f"element type {side[1].name} is not one this rule handles")
         return result
 
     def rewrite(self, op, a: ir.Value, b: ir.Value, product: ir.Value) -> ir.Value:
