@@ -1,0 +1,239 @@
+"""--check: random inputs, backend choice, exact and tolerant comparison (eyefold.check)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+
+import eyefold
+from eyefold.check import DEFAULT_DIM, FLOAT_TOLERANCES, check_equivalence, random_inputs
+from eyefold.errors import CheckFailedError, EyefoldError
+from eyefold.model_io import load_model
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_models"
+# sample_models/README.md: every sample but bool_mask.onnx runs in onnxruntime.
+ORT_CANNOT_LOAD = {"bool_mask.onnx"}
+
+
+def _optimized(path: Path) -> ir.Model:
+    model = load_model(path)
+    eyefold.optimize(model)
+    return model
+
+
+@pytest.mark.parametrize(
+    "name", sorted(p.name for p in SAMPLES.glob("*.onnx")), ids=lambda n: n[:-5]
+)
+def test_samples_pass(name: str) -> None:
+    optimized = _optimized(SAMPLES / name)
+    before = ir.to_proto(optimized).SerializeToString()
+    result = check_equivalence(SAMPLES / name, optimized)
+    expected_backend = "onnx.reference" if name in ORT_CANNOT_LOAD else "onnxruntime"
+    assert result.backend == expected_backend
+    assert result.exact == (expected_backend == "onnx.reference")
+    assert (result.backend_reason is not None) == (name in ORT_CANNOT_LOAD)
+    assert result.outputs == [o.name for o in onnx.load(str(SAMPLES / name)).graph.output]
+    assert ir.to_proto(optimized).SerializeToString() == before  # nothing was changed
+
+
+def _flip_folded_initializer(model: ir.Model) -> None:
+    """Changes one element of the largest initializer (the folded EyeLike output)."""
+    value = max(model.graph.initializers.values(), key=lambda v: v.const_value.nbytes)
+    array = value.const_value.numpy().copy()
+    flat = array.reshape(-1)
+    flat[1] = not flat[1] if array.dtype == np.bool_ else flat[1] + 1
+    value.const_value = ir.tensor(array, name=value.name)
+
+
+@pytest.mark.parametrize(
+    ("name", "backend"),
+    [("static_matmul.onnx", "onnxruntime"), ("bool_mask.onnx", "onnx.reference")],
+    ids=["onnxruntime", "reference"],
+)
+def test_corrupted_fold_fails(name: str, backend: str) -> None:
+    optimized = _optimized(SAMPLES / name)
+    _flip_folded_initializer(optimized)
+    with pytest.raises(CheckFailedError, match=backend):
+        check_equivalence(SAMPLES / name, optimized)
+
+
+ADD_CONSTANT = """
+<ir_version: 10, opset_import: ["" : 22]>
+g ({t}[3, 4] x) => ({t}[3, 4] y{extra_out}) <{t}[4] c = {{1000, 2000, 3000, 4000}}> {{
+    y = Add(x, c){extra_node}
+}}
+"""
+# onnxruntime has no bool EyeLike kernel, so this extra output forces onnx.reference.
+BOOL_EYE = (", bool[3, 4] m", "\n    m = EyeLike <dtype = 9> (x)")
+
+
+def _pair(type_name: str, delta: float, force_reference: bool) -> tuple[ir.Model, ir.Model]:
+    extra_out, extra_node = BOOL_EYE if force_reference else ("", "")
+    text = ADD_CONSTANT.format(t=type_name, extra_out=extra_out, extra_node=extra_node)
+    original, changed = ir.from_onnx_text(text), ir.from_onnx_text(text)
+    # Set c from numpy: the text parser reads float16 literals as raw bit patterns.
+    np_dtype = original.graph.initializers["c"].dtype.numpy()
+    for model in (original, changed):
+        model.graph.initializers["c"].const_value = ir.tensor(
+            np.array([1000, 2000, 3000, 4000], dtype=np_dtype), name="c"
+        )
+    value = changed.graph.initializers["c"]
+    array = value.const_value.numpy().copy()
+    array[0] = array.dtype.type(float(array[0]) * (1 + delta) if delta < 1 else array[0] + 1)
+    value.const_value = ir.tensor(array, name="c")
+    return original, changed
+
+
+@pytest.mark.parametrize(
+    ("type_name", "delta", "force_reference", "passes"),
+    [
+        ("float", 1e-7, False, True),
+        ("float", 1e-3, False, False),
+        ("float", 1e-7, True, False),
+        ("double", 1e-14, False, True),
+        ("double", 1e-9, False, False),
+        ("float16", 1e-3, False, True),  # one unit in the last place at 1000
+        ("float16", 1e-1, False, False),
+        ("int64", 1, False, False),
+        ("int32", 1, True, False),
+    ],
+    ids=[
+        "f32-within-tolerance",
+        "f32-beyond",
+        "f32-reference-bit-exact",
+        "f64-within",
+        "f64-beyond",
+        "f16-within",
+        "f16-beyond",
+        "int-exact-under-ort",
+        "int-reference",
+    ],
+)
+def test_tolerance_rules(
+    type_name: str, delta: float, force_reference: bool, passes: bool
+) -> None:
+    original, changed = _pair(type_name, delta, force_reference)
+    if type_name in ("float", "double", "float16") and delta < 1:
+        # The perturbation must really change the constant, or the case proves nothing.
+        assert changed.graph.initializers["c"].const_value.numpy()[0] != 1000
+    if passes:
+        result = check_equivalence(original, changed)
+        assert result.backend == "onnxruntime"
+        assert result.max_abs_diff["y"] > 0
+        rtol, atol = FLOAT_TOLERANCES[ir.DataType[type_name.upper()]]
+        assert result.tolerances == {type_name.upper(): {"rtol": rtol, "atol": atol}}
+    else:
+        backend = "onnx.reference" if force_reference else "onnxruntime"
+        with pytest.raises(CheckFailedError, match=backend):
+            check_equivalence(original, changed)
+
+
+def test_equal_models_under_reference_are_exact() -> None:
+    original, same = _pair("float", 0.0, True)
+    result = check_equivalence(original, same)
+    assert result.backend == "onnx.reference"
+    assert result.exact and result.tolerances == {}
+    assert "EyeLike" in (result.backend_reason or "")
+
+
+ALL_TYPES = """
+<ir_version: 10, opset_import: ["" : 22]>
+g (float[batch, 3] a, bfloat16[batch, n] b, bool[2] c, int8[n] d, uint16[] e,
+   float16[2, 2] f, string[2] s, double[?, 2] g) => (float[batch, 3] y) {
+    y = Identity(a)
+}
+"""
+
+
+def test_random_inputs_types_and_default_dims() -> None:
+    model = ir.from_onnx_text(ALL_TYPES)
+    model.graph.inputs[4].shape = ir.Shape([])  # a scalar (the text form leaves it unknown)
+    feeds, defaulted = random_inputs(model, seed=3)
+    expected = {
+        "a": (np.float32, (DEFAULT_DIM, 3)),
+        "b": (ml_dtypes.bfloat16, (DEFAULT_DIM, DEFAULT_DIM)),
+        "c": (np.bool_, (2,)),
+        "d": (np.int8, (DEFAULT_DIM,)),
+        "e": (np.uint16, ()),
+        "f": (np.float16, (2, 2)),
+        "s": (np.object_, (2,)),
+        "g": (np.float64, (DEFAULT_DIM, 2)),
+    }
+    assert {k: (v.dtype, v.shape) for k, v in feeds.items()} == {
+        k: (np.dtype(t), s) for k, (t, s) in expected.items()
+    }
+    assert set(defaulted) == {"batch", "n", "g[0]"}
+    model.graph.inputs[4].shape = ir.Shape([])
+    again, _ = random_inputs(model, seed=3)
+    for name, array in feeds.items():  # deterministic for a seed
+        assert again[name].tobytes() == array.tobytes() or name == "s"
+    assert all(0 <= v <= 4 for v in feeds["e"].reshape(-1).tolist())
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            '<ir_version: 10, opset_import: ["" : 22]> g (x) => (y) { y = Identity(x) }',
+            "not a typed tensor",
+        ),
+    ],
+    ids=["untyped-input"],
+)
+def test_random_inputs_rejects(text: str, message: str) -> None:
+    with pytest.raises(EyefoldError, match=message):
+        random_inputs(ir.from_onnx_text(text))
+
+
+def test_random_inputs_rejects_unknown_rank() -> None:
+    model = ir.from_onnx_text(ADD_CONSTANT.format(t="float", extra_out="", extra_node=""))
+    model.graph.inputs[0].shape = None
+    with pytest.raises(EyefoldError, match="rank is unknown"):
+        random_inputs(model)
+
+
+def test_different_outputs_fail() -> None:
+    original = ir.from_onnx_text(ADD_CONSTANT.format(t="float", extra_out="", extra_node=""))
+    renamed = ir.from_onnx_text(ADD_CONSTANT.format(t="float", extra_out="", extra_node=""))
+    renamed.graph.outputs[0].name = "z"
+    with pytest.raises(CheckFailedError, match="different outputs"):
+        check_equivalence(original, renamed)
+
+
+def test_optimized_that_onnxruntime_cannot_load_fails() -> None:
+    original = ir.from_onnx_text(ADD_CONSTANT.format(t="float", extra_out="", extra_node=""))
+    broken = ir.from_onnx_text(ADD_CONSTANT.format(t="float", extra_out="", extra_node=""))
+    broken.graph.node(0).op_type = "NoSuchOp"
+    with pytest.raises(CheckFailedError, match="cannot load the optimized"):
+        check_equivalence(original, broken)
+
+
+def test_original_that_nothing_can_run_is_an_error_not_a_mismatch() -> None:
+    text = ADD_CONSTANT.format(t="float", extra_out="", extra_node="")
+    original, optimized = ir.from_onnx_text(text), ir.from_onnx_text(text)
+    original.graph.node(0).domain = "com.example"
+    original.opset_imports["com.example"] = 1
+    with pytest.raises(EyefoldError, match="cannot run the original") as raised:
+        check_equivalence(original, optimized)
+    assert not isinstance(raised.value, CheckFailedError)
+
+
+def test_models_with_external_data(tmp_path: Path) -> None:
+    """A model whose weights are still lazily on disk is copied out, not serialized inline."""
+    model = ir.from_onnx_text(ADD_CONSTANT.format(t="float", extra_out="", extra_node=""))
+    weight = np.arange(4096, dtype=np.float32).reshape(1024, 4)
+    model.graph.initializers["c"].const_value = ir.tensor(weight, name="c")
+    model.graph.initializers["c"].shape = ir.Shape([1024, 4])
+    model.graph.inputs[0].shape = ir.Shape([1024, 4])
+    model.graph.outputs[0].shape = ir.Shape([1024, 4])
+    ir.save(model, tmp_path / "m.onnx", external_data="m.onnx.data")
+    lazy = load_model(tmp_path / "m.onnx")
+    assert isinstance(lazy.graph.initializers["c"].const_value, ir.ExternalTensor)
+    result = check_equivalence(tmp_path / "m.onnx", lazy, workdir=str(tmp_path))
+    assert result.backend == "onnxruntime" and result.max_abs_diff == {"y": 0.0}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "m.onnx.data"]
