@@ -519,3 +519,24 @@ def test_unknown_target_runtime_is_a_usage_error(tmp_path, capsys):
     assert exit_info.value.code == 2
     assert "invalid choice" in capsys.readouterr().err
     assert not (tmp_path / "out.onnx").exists()
+
+
+def test_eyelike_used_inside_a_branch_feeds_the_cast_there():
+    original = _parse(
+        """<ir_version: 10, opset_import: ["" : 22]>
+        g (bool cond, float[n, m] x) => (uint8[n, m] y) {
+            eye = EyeLike <dtype = 2> (x)
+            y = If (cond) <
+                then_branch = t () => (uint8[n, m] a) { a = Identity (eye) },
+                else_branch = e () => (uint8[n, m] b) { b = Cast <to = 2> (x) }
+            >
+        }"""
+    )
+    optimized = eyefold.optimize(original, target_runtime="onnxruntime")
+    then_branch = optimized.graph.node[-1].attribute[0].g
+    (cast_output,) = [n.output[0] for n in optimized.graph.node if n.op_type == "Cast"]
+    assert then_branch.node[0].input == [cast_output] == ["eye"]
+    check_model_safely(optimized)
+    for cond in (True, False):
+        feeds = {**random_inputs(original, dims=DIMS), "cond": np.array(cond)}
+        assert _run_bits(optimized, feeds) == _reference_bits(original, feeds)
