@@ -153,8 +153,11 @@ class EyeLikeSupport:
         return max(1, (input_type not in inputs) + (output_type not in outputs))
 
     def describe(self) -> str:
-        """E.g. ``onnxruntime 1.32.0 (probe)``."""
-        return f"{self.runtime} {self.version or '(not installed)'} ({self.source})"
+        """E.g. ``onnxruntime 1.32.0``; a verdict from the fallback table says so."""
+        if self.source != "fallback":
+            return f"{self.runtime} {self.version}"
+        installed = self.version or "(not installed)"
+        return f"{self.runtime} {installed} (by the table measured with 1.32)"
 
     def to_json(self) -> dict[str, Any]:
         """The cache file's content."""
@@ -397,7 +400,7 @@ def get_support(runtime: str = "onnxruntime", *, probe: bool = True) -> EyeLikeS
     check_runtime(runtime)
     try:
         import onnxruntime as ort
-    except ImportError:
+    except (ImportError, OSError):  # not installed, or its shared library cannot load
         return fallback_support(runtime)
     version = str(ort.__version__)
     cached = _read_cache(runtime, version)
