@@ -12,8 +12,12 @@ except the sign of zero, and differs on special values:
     * NaN in A spreads the same way;
     * ``-0.0 * 1 + 0.0 * 0 = +0.0``: a -0.0 in A comes out as +0.0.
 
-So it runs only with ``--relaxed`` / ``relaxed=True``. The conditions are those of
-``matmul_int_identity`` with a floating element type.
+So it is not exact, only relaxed, and runs only with ``--relaxed`` / ``relaxed=True``.
+
+Conditions (those of ``matmul_int_identity``, for a floating element type):
+    * one operand is an exact ``n x n`` identity of the same element type as the other;
+    * the other operand's contracted dim is provably ``n``;
+    * the element type is float, double, float16 or bfloat16.
 """
 
 from __future__ import annotations

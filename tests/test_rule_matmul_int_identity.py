@@ -141,8 +141,9 @@ def test_condition_fails_does_not_fire(apply_eyelike_rules, eye, a_type, why):
     ids=["off-diagonal-one", "diagonal-two", "diagonal-zero"],
 )
 def test_near_identity_constant_does_not_fire(apply_eyelike_rules, values):
+    listed = ", ".join(map(str, values))
     text = f"""<ir_version: 10, opset_import: ["" : 22]>
-    agraph (int64[2,3] a) => (int64[2,3] y) <int64[3,3] m = {{{", ".join(map(str, values))}}}> {{
+    agraph (int64[2,3] a) => (int64[2,3] y) <int64[3,3] m = {{{listed}}}> {{
         y = MatMul(a, m)
     }}"""
     _, after, rules = apply_eyelike_rules(text, rules=RULE)

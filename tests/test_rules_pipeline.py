@@ -1,0 +1,133 @@
+"""The rules inside eyefold.optimize and the CLI: on/off equivalence, selection, report."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+
+import eyefold
+from eyefold.cli import main
+from eyefold.rules import ALL_RULES
+from eyefold.testing import assert_same_outputs, random_inputs
+
+SAMPLES = pathlib.Path(__file__).resolve().parent.parent / "sample_models"
+SAMPLE_FILES = sorted(SAMPLES.glob("*.onnx"))
+
+RULES_TEXT = """<ir_version: 10, opset_import: ["" : 22]>
+agraph (float[4,4] x, int64[2,4] a) => (bfloat16[4,4] y, float[4,4] t, int64[2,4] z) {
+    f = Cast<to=1>(x)
+    e = EyeLike(f)
+    y = Cast<to=16>(e)
+    e2 = EyeLike<k=1>(x)
+    t = Transpose<perm=[1, 0]>(e2)
+    i = EyeLike<dtype=7>(x)
+    z = MatMul(a, i)
+}"""
+
+
+def _feeds_variants(model: onnx.ModelProto) -> list[dict[str, np.ndarray]]:
+    feeds = random_inputs(model, seed=5)
+    if "cond" in feeds:
+        return [{**feeds, "cond": np.array(c)} for c in (True, False)]
+    return [feeds]
+
+
+@pytest.mark.parametrize("path", SAMPLE_FILES, ids=[p.stem for p in SAMPLE_FILES])
+def test_sample_models_give_the_same_outputs_with_rules_on_and_off(path):
+    original = onnx.load(path)
+    without = eyefold.optimize(original, rules=[])
+    with_rules = eyefold.optimize(original)
+    relaxed = eyefold.optimize(original, relaxed=True)
+    for feeds in _feeds_variants(original):
+        assert_same_outputs(original, without, feeds)
+        assert_same_outputs(without, with_rules, feeds)
+        assert_same_outputs(without, relaxed, feeds)  # finite inputs: relaxed is exact
+
+
+def test_report_counts_hits_per_rule_and_times_both_phases():
+    result = eyefold.optimize_with_report(ir.from_onnx_text(RULES_TEXT))
+    hits = result.report.extra["rules"]
+    assert hits == {
+        "cast_eyelike_cast": 1,
+        "cast_to_dtype": 0,
+        "drop_input_producer": 0,
+        "transpose_to_negative_k": 1,
+        "matmul_int_identity": 1,
+    }
+    steps = [s.name for s in result.report.steps]
+    assert (
+        steps.index("rules-before-fold")
+        < steps.index("fold")
+        < steps.index("rules-after-fold")
+    )
+    assert result.report.to_dict()["rules"] == hits
+
+
+def test_rules_none_runs_no_rule_step():
+    result = eyefold.optimize_with_report(ir.from_onnx_text(RULES_TEXT), rules=[])
+    assert result.report.extra["rules"] == {}
+    assert not any(s.name.startswith("rules-") for s in result.report.steps)
+
+
+def test_rules_make_the_result_idempotent_and_deterministic():
+    proto = ir.to_proto(ir.from_onnx_text(RULES_TEXT))
+    once = eyefold.optimize(proto)
+    again = eyefold.optimize(proto)
+    twice = eyefold.optimize(once)
+    assert once.SerializeToString() == again.SerializeToString()
+    assert once.SerializeToString() == twice.SerializeToString()
+    assert_same_outputs(proto, once)
+
+
+def test_cli_rules_lists_every_rule(capsys):
+    assert main(["rules"]) == 0
+    out = capsys.readouterr().out
+    for spec in ALL_RULES:
+        assert spec.name in out and spec.identity in out
+    assert "relaxed" in out and "exact" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--rules", "cast_to_dtype,nope"], "unknown rule nope"),
+        (["--rules", ","], "unknown rule"),
+        (["--rules", "matmul_float_identity"], "add --relaxed"),
+    ],
+    ids=["unknown", "empty", "relaxed-without-flag"],
+)
+def test_cli_bad_rule_selection_is_a_usage_error(tmp_path, capsys, args, message):
+    source = tmp_path / "in.onnx"
+    onnx.save(ir.to_proto(ir.from_onnx_text(RULES_TEXT)), source)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["optimize", str(source), str(tmp_path / "out.onnx"), *args])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "out.onnx").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--rules", "none"], {}),
+        (["--rules", "transpose_to_negative_k"], {"transpose_to_negative_k": 1}),
+        (
+            ["--rules", "matmul_int_identity,matmul_float_identity", "--relaxed"],
+            {"matmul_int_identity": 1, "matmul_float_identity": 0},
+        ),
+    ],
+    ids=["none", "one", "relaxed"],
+)
+def test_cli_selection_reaches_the_report(tmp_path, args, expected):
+    source, output, report = tmp_path / "in.onnx", tmp_path / "out.onnx", tmp_path / "r.json"
+    proto = ir.to_proto(ir.from_onnx_text(RULES_TEXT))
+    onnx.save(proto, source)
+    status = main(["optimize", str(source), str(output), "-q", "--report", str(report), *args])
+    assert status == 0
+    assert json.loads(report.read_text())["rules"] == expected
+    assert_same_outputs(proto, onnx.load(output))
