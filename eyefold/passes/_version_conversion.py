@@ -199,9 +199,33 @@ def convert_body(
             f"{where}: onnx's version converter failed from opset {source} to {target}:"
             f" {detail}; run with --no-upgrade to keep opset {source}"
         ) from None
+    known = {t.name for graph in iter_proto_graphs(before.graph) for t in graph.initializer}
+    upsamples = _upsample_inputs(before.graph)
     for converted in iter_proto_graphs(after.graph):
-        _keep_resize_10_coordinates(converted, source, where, _upsample_inputs(before.graph))
+        _new_initializers_to_constants(converted, known)
+        _keep_resize_10_coordinates(converted, source, where, upsamples)
     return BodyConversion(body, nodes, before, after, opaque)
+
+
+def _new_initializers_to_constants(graph: onnx.GraphProto, known: set[str]) -> None:
+    """Turns the initializers an adapter added (e.g. Pad-11's pads) into Constant nodes.
+
+    Function bodies cannot hold initializers, and a Constant node maps onto any body.
+    """
+    added = [t for t in graph.initializer if t.name not in known]
+    if not added:
+        return
+    kept = [t for t in graph.initializer if t.name in known]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    names = {t.name for t in added}
+    inputs = [i for i in graph.input if i.name not in names]
+    del graph.input[:]
+    graph.input.extend(inputs)
+    constants = [onnx.helper.make_node("Constant", [], [t.name], value=t) for t in added]
+    nodes = constants + list(graph.node)
+    del graph.node[:]
+    graph.node.extend(nodes)
 
 
 def _upsample_inputs(graph: onnx.GraphProto) -> set[tuple[str, str]]:

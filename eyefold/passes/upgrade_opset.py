@@ -154,47 +154,83 @@ class UpgradeOpsetPass(ir.passes.InPlacePass):
         source: int,
         ir_version: int,
     ) -> None:
-        """Runs onnx's full checker on the converted protos (weights left out).
+        """Runs onnx's full checker on the converted bodies (weights left out).
 
         Raises:
             UpgradeError: the converted model is invalid; names the op and the opsets.
+            InvalidModelError: the model was invalid before the upgrade already.
         """
-        main, *functions = conversions
-        proto = onnx.ModelProto()
-        proto.CopyFrom(main.after)
-        proto.ir_version = ir_version
-        _restore_opaque(proto.graph, main)
-        del proto.opset_import[:]
-        imports = dict(model.opset_imports)
-        _set_default_opset(imports, self.target_opset)
-        for domain, version in imports.items():
-            proto.opset_import.add(domain=domain, version=version)
-        converted = {id(c.body): c for c in functions}
-        for function in model.functions.values():
-            function_proto = ir.serde.serialize_function(function)
-            conversion = converted.get(id(function))
-            if conversion is not None:
-                body = onnx.GraphProto()
-                body.CopyFrom(conversion.after.graph)
-                _restore_opaque(body, conversion)
-                serialized = {id(node) for node in conversion.nodes}
-                hidden = [node for node in function if id(node) not in serialized]
-                del function_proto.node[:]
-                function_proto.node.extend(ir.serde.serialize_node(node) for node in hidden)
-                function_proto.node.extend(body.node)
-                for opset in function_proto.opset_import:
-                    if opset.domain in DEFAULT_DOMAINS:
-                        opset.version = max(opset.version, self.target_opset)
-            proto.functions.append(function_proto)
-        defuse_eyelike_dtype(proto)
-        try:
-            onnx.checker.check_model(proto, full_check=True)
-        except Exception as error:  # ValidationError, InferenceError and others
-            text = str(error).strip()
-            found = _OP_IN_MESSAGE.search(text)
-            op = f" at op {found.group(1)}" if found else ""
-            first = text.splitlines()[0] if text else type(error).__name__
-            raise UpgradeError(
-                f"upgrading opset {source} to {self.target_opset} gave an invalid model{op}:"
-                f" {first}; run with --no-upgrade to keep opset {source}"
-            ) from None
+        target = self.target_opset
+        problem = _checker_problem(
+            _checkable_model(model, conversions, target=target, ir_version=ir_version)
+        )
+        if problem is None:
+            return
+        original = _checkable_model(
+            model, conversions, target=None, ir_version=model.ir_version
+        )
+        if _checker_problem(original) is not None:
+            raise InvalidModelError(f"the model is invalid at opset {source}{problem}")
+        raise UpgradeError(
+            f"upgrading opset {source} to {target} gave an invalid model{problem};"
+            f" run with --no-upgrade to keep opset {source}"
+        )
+
+
+def _checker_problem(proto: onnx.ModelProto) -> str | None:
+    """None if onnx's full checker accepts ``proto``, else " at op X: <first line>"."""
+    try:
+        onnx.checker.check_model(proto, full_check=True)
+    except Exception as error:  # ValidationError, InferenceError and others
+        text = str(error).strip()
+        found = _OP_IN_MESSAGE.search(text)
+        op = f" at op {found.group(1)}" if found else ""
+        first = text.splitlines()[0] if text else type(error).__name__
+        return f"{op}: {first}"
+    return None
+
+
+def _checkable_model(
+    model: ir.Model,
+    conversions: list[BodyConversion],
+    *,
+    target: int | None,
+    ir_version: int,
+) -> onnx.ModelProto:
+    """The converted model (or with ``target`` None, the original) for onnx's checker.
+
+    Built from the protos handed to and returned by the converter, so no weight is
+    serialized; EyeLike nodes are restored, then defused (see ``onnx_safety``).
+    """
+    main, *functions = conversions
+    proto = onnx.ModelProto()
+    proto.CopyFrom(main.before if target is None else main.after)
+    proto.ir_version = ir_version
+    _restore_opaque(proto.graph, main)
+    del proto.opset_import[:]
+    imports = dict(model.opset_imports)
+    if target is not None:
+        _set_default_opset(imports, target)
+    for domain, version in imports.items():
+        proto.opset_import.add(domain=domain, version=version)
+    converted = {id(c.body): c for c in functions}
+    for function in model.functions.values():
+        function_proto = ir.serde.serialize_function(function)
+        conversion = converted.get(id(function))
+        if conversion is not None:
+            body = onnx.GraphProto()
+            body.CopyFrom(
+                conversion.before.graph if target is None else conversion.after.graph
+            )
+            _restore_opaque(body, conversion)
+            serialized = {id(node) for node in conversion.nodes}
+            hidden = [node for node in function if id(node) not in serialized]
+            del function_proto.node[:]
+            function_proto.node.extend(ir.serde.serialize_node(node) for node in hidden)
+            function_proto.node.extend(body.node)
+            for opset in function_proto.opset_import:
+                if opset.domain in DEFAULT_DOMAINS and target is not None:
+                    opset.version = max(opset.version, target)
+        proto.functions.append(function_proto)
+    defuse_eyelike_dtype(proto)
+    return proto
