@@ -16,6 +16,7 @@ constants) whose rounding differs in the last bits.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import tempfile
 import time
@@ -34,6 +35,7 @@ from eyefold.model_io import INLINE_LIMIT_BYTES, external_data_files, save_model
 __all__ = [
     "DEFAULT_DIM",
     "FLOAT_TOLERANCES",
+    "INPUT_LIMIT_BYTES",
     "CheckResult",
     "check_equivalence",
     "random_inputs",
@@ -42,6 +44,9 @@ __all__ = [
 # Symbolic dims without a pinned value get this size: small enough for any model to run
 # fast, and above 1 so that broadcasting mistakes still show.
 DEFAULT_DIM = 2
+# The random inputs may take at most this much memory together; a model declaring huge
+# static inputs (2^40 x 2^40) cannot be checked by running it.
+INPUT_LIMIT_BYTES = 1 << 30
 # (rtol, atol) per floating output type under onnxruntime: |got - want| <= atol + rtol*|want|.
 # A few units in the last place of each type.
 FLOAT_TOLERANCES: dict[ir.DataType, tuple[float, float]] = {
@@ -138,6 +143,13 @@ def _random_array(
     raise EyefoldError(f"--check cannot make an input for {name!r} of type {dtype.name}")
 
 
+def _item_bytes(dtype: ir.DataType) -> int:
+    try:
+        return math.ceil(dtype.itemsize)
+    except TypeError:  # STRING has no fixed size; the generated strings are short
+        return 8
+
+
 def random_inputs(
     model: ir.Model, *, seed: int = 0
 ) -> tuple[dict[str, np.ndarray], dict[str, int]]:
@@ -152,6 +164,7 @@ def random_inputs(
     rng = np.random.default_rng(seed)
     defaulted: dict[str, int] = {}
     feeds: dict[str, np.ndarray] = {}
+    total = 0
     for value in model.graph.inputs:
         if value.is_initializer():
             continue
@@ -160,7 +173,15 @@ def random_inputs(
             raise EyefoldError(
                 f"--check cannot make an input for {name!r}: not a typed tensor"
             )
-        array = _random_array(rng, value.dtype, _shape_of(value, defaulted), name)
+        shape = _shape_of(value, defaulted)
+        total += math.prod(shape) * _item_bytes(value.dtype)  # Python ints: no overflow
+        if total > INPUT_LIMIT_BYTES:
+            raise EyefoldError(
+                f"--check would need {total} bytes of random inputs (input {name!r} is"
+                f" {value.dtype.name}{shape}), over {INPUT_LIMIT_BYTES}; pin smaller"
+                " symbolic dims with --input-shape"
+            )
+        array = _random_array(rng, value.dtype, shape, name)
         feeds[name] = np.asarray(array)  # a 0-d result comes back as a numpy scalar
     return feeds, defaulted
 
