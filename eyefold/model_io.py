@@ -35,6 +35,7 @@ from google.protobuf.message import DecodeError
 
 from eyefold._sparse_write import write_tensor
 from eyefold.errors import ModelIOError
+from eyefold.graph_checks import check_structure, held_load_warnings
 
 __all__ = [
     "EXTERNAL_DATA_THRESHOLD_BYTES",
@@ -86,6 +87,13 @@ class SavedModel:
     external_tensors: int
 
 
+def _innermost(error: BaseException) -> BaseException:
+    """The root cause: onnx-ir's SerdeError only says which graph failed to load."""
+    while error.__cause__ is not None:
+        error = error.__cause__
+    return error
+
+
 def load_model(path: str | os.PathLike[str]) -> ir.Model:
     """Loads a model with onnx-ir, external data left lazy (memory-mapped on first use).
 
@@ -95,6 +103,8 @@ def load_model(path: str | os.PathLike[str]) -> ir.Model:
 
     Raises:
         ModelIOError: the file is missing, unreadable or not an ONNX model.
+        InvalidModelError: an unknown operator, a dangling reference or a cycle (see
+            :mod:`eyefold.graph_checks`).
     """
     full_path = os.path.abspath(os.fspath(path))
     if not os.path.exists(full_path):
@@ -102,11 +112,13 @@ def load_model(path: str | os.PathLike[str]) -> ir.Model:
     if not os.path.isfile(full_path):
         raise ModelIOError(f"cannot read {full_path}: not a regular file")
     try:
-        model = ir.load(full_path)
+        with held_load_warnings():  # a dangling reference is an error, not a log line
+            model = ir.load(full_path)
+            check_structure(model)
     except DecodeError as error:
         raise ModelIOError(f"{full_path} is not an ONNX model (protobuf: {error})") from None
     except (OSError, ValueError, TypeError, RuntimeError) as error:
-        raise ModelIOError(f"cannot load {full_path}: {error}") from None
+        raise ModelIOError(f"cannot load {full_path}: {_innermost(error)}") from None
     if model.ir_version < 3 or not model.opset_imports:
         raise ModelIOError(
             f"{full_path} is not an ONNX model (ir_version {model.ir_version},"
@@ -139,7 +151,14 @@ def _check_external_data(model: ir.Model, model_path: str) -> None:
             raise ModelIOError(f"{where} outside the model's folder {folder}")
         if not os.path.isfile(data_path):
             raise ModelIOError(f"{where}, which does not exist")
-        end = (tensor.offset or 0) + (tensor.length or tensor.nbytes)
+        if tensor.length is not None and tensor.length != tensor.nbytes:
+            raise ModelIOError(
+                f"{where} with length {tensor.length}; its type and shape need"
+                f" {tensor.nbytes} bytes"
+            )
+        if (tensor.offset or 0) < 0:
+            raise ModelIOError(f"{where} at the negative offset {tensor.offset}")
+        end = (tensor.offset or 0) + tensor.nbytes
         if os.path.getsize(data_path) < end:
             raise ModelIOError(
                 f"{where}, which is {os.path.getsize(data_path)} bytes; the tensor ends at"
@@ -336,6 +355,14 @@ def _serialize_to(model: ir.Model, output: str) -> tuple[str, int]:
         payload = ir.serde.serialize_model(model).SerializeToString()
     except ValueError as error:  # protobuf refuses messages of 2 GiB or more
         raise ModelIOError(f"cannot write {output}: {error}") from None
+    except ir.serde.SerdeError as error:  # e.g. a name read from the file is not UTF-8
+        cause = _innermost(error)
+        if isinstance(cause, UnicodeDecodeError):
+            raise ModelIOError(
+                f"cannot write {output}: the model holds text that is not valid UTF-8"
+                f" ({cause.object[:40]!r}...)"
+            ) from None
+        raise ModelIOError(f"cannot write {output}: {cause}") from None
     temp_path, fd = _open_temporary(output)
     with os.fdopen(fd, "wb") as handle:
         handle.write(payload)

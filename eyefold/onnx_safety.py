@@ -39,7 +39,11 @@ def _rewrite_nodes(nodes: list[onnx.NodeProto], counter: list[int]) -> list[onnx
         node.attribute.extend(kept)
         if node.output:
             node.output[0] = untyped
-        cast = onnx.helper.make_node("Cast", [untyped], [final_name], to=dtype.i)
+        cast = onnx.helper.make_node("Cast", [untyped], [final_name])
+        if dtype.ref_attr_name:  # in a function body, dtype may name a function attribute
+            cast.attribute.add(name="to", ref_attr_name=dtype.ref_attr_name, type=dtype.type)
+        else:
+            cast.attribute.add(name="to", i=dtype.i, type=onnx.AttributeProto.INT)
         rewritten.extend([node, cast])
     return rewritten
 

@@ -528,3 +528,65 @@ def test_onnxruntime_oracle_skips_inputs_it_cannot_take(elem_type: int, runs: bo
     assert (outputs is not None) == runs
     if runs:
         assert outputs[0].tolist() == random_inputs(model)["x"].tolist()
+
+
+def _function_with_refs(refs: tuple[str, ...], source: str) -> onnx.ModelProto:
+    """A function whose EyeLike takes k and/or dtype from the call's attributes."""
+    eye = helper.make_node("EyeLike", [source], ["Y"], name="eye")
+    for name, ref in (("k", "kk"), ("dtype", "dt")):
+        if name in refs:
+            eye.attribute.append(
+                onnx.AttributeProto(name=name, ref_attr_name=ref, type=onnx.AttributeProto.INT)
+            )
+    constant = helper.make_node(
+        "Constant", [], ["C"], value=_tensor("c", ir.DataType.FLOAT, np.zeros((3, 4)))
+    )
+    function = helper.make_function(
+        FUNCTION_DOMAIN,
+        "RefEye",
+        ["X"],
+        ["Y"],
+        [constant, eye],
+        [helper.make_opsetid("", 22)],
+        attributes=["kk", "dt"],
+    )
+    call = helper.make_node(
+        "RefEye", ["x"], ["y"], domain=FUNCTION_DOMAIN, kk=1, dt=int(ir.DataType.DOUBLE)
+    )
+    out_type = onnx.TensorProto.DOUBLE if "dtype" in refs else onnx.TensorProto.FLOAT
+    graph = helper.make_graph(
+        [call],
+        "refs",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3, 4])],
+        [helper.make_tensor_value_info("y", out_type, [3, 4])],
+    )
+    return helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", 22), helper.make_opsetid(FUNCTION_DOMAIN, 1)],
+        ir_version=10,
+        functions=[function],
+    )
+
+
+@pytest.mark.parametrize("source", ["X", "C"], ids=["function-input", "constant"])
+@pytest.mark.parametrize("refs", [("k",), ("dtype",), ("k", "dtype")], ids="+".join)
+def test_attribute_references_in_functions_are_not_folded(refs, source):
+    """k/dtype naming a function attribute are known per call only: keep the node.
+
+    Regression: a referenced k was read as None and reached the kernel.
+    """
+    model = _function_with_refs(refs, source)
+    result = eyefold.optimize_with_report(copy.deepcopy(model))
+    (node,) = result.report.nodes
+    assert node.action in ("inferred", "kept")
+    for ref in ({"k": "kk", "dtype": "dt"}[r] for r in refs):
+        assert f"function attribute '{ref}'" in node.reason
+    _check_invariants(model)
+
+
+def test_literal_attributes_in_functions_still_fold():
+    """The twin: the same function with literal k and dtype folds its Constant input."""
+    model = _function_with_refs((), "C")
+    result = eyefold.optimize_with_report(copy.deepcopy(model))
+    assert [n.action for n in result.report.nodes] == ["folded"]
+    _check_invariants(model)

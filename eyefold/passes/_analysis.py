@@ -20,6 +20,8 @@ __all__ = ["Action", "EyeLikeFacts", "analyze_eyelike", "dim_to_json"]
 
 Action = Literal["folded", "inferred", "kept"]
 
+_EYELIKE_ATTRIBUTES = frozenset({"k", "dtype"})
+
 
 @dataclasses.dataclass
 class EyeLikeFacts:
@@ -83,6 +85,15 @@ def _check_structure(node: ir.Node, scope: Scope) -> ir.Value:
             f"{where}: EyeLike exists from opset {EYELIKE_MIN_OPSET}, the model has opset"
             f" {scope.opset}"
         )
+    unknown = sorted(set(node.attributes) - _EYELIKE_ATTRIBUTES)
+    if unknown:
+        raise InvalidModelError(
+            f"{where} has the unknown attribute(s) {', '.join(map(repr, unknown))};"
+            " EyeLike takes k and dtype"
+        )
+    k_attr = node.attributes.get("k")
+    if k_attr is not None and k_attr.type != ir.AttributeType.INT:
+        raise InvalidModelError(f"{where}: attribute k must be an int, got {k_attr.type}")
     return node.inputs[0]
 
 
@@ -101,6 +112,8 @@ def _read_dtypes(
             raise UnsupportedDtypeError(
                 f"dtype attribute must be an int, got {dtype_attr.type}"
             )
+        if dtype_attr.is_ref():  # a function attribute: known per call only
+            return input_dtype, None
         return input_dtype, check_eyelike_type(dtype_attr.as_int(), opset=scope.opset)
     except UnsupportedDtypeError as error:
         raise UnsupportedDtypeError(f"{where}: {error}") from None
@@ -118,7 +131,7 @@ def analyze_eyelike(
     source = _check_structure(node, scope)
     input_dtype, dtype = _read_dtypes(node, scope, source)
     k_attr = node.attributes.get("k")
-    k = k_attr.as_int() if k_attr is not None else 0
+    k = k_attr.as_int() if k_attr is not None and not k_attr.is_ref() else 0
     shape = None if source.shape is None else [dim_to_json(d) for d in source.shape.dims]
     if shape is not None and len(shape) != 2:
         raise InvalidModelError(
@@ -130,6 +143,13 @@ def analyze_eyelike(
     if static is not None and dtype is not None:
         facts.nbytes = kernel.output_nbytes(*static, dtype)
     facts.action, facts.reason = _decide(facts, size_limit_bytes=size_limit_bytes, fold=fold)
+    refs = [a for a in node.attributes.values() if a.is_ref()]
+    if refs:
+        # k or dtype names a function attribute: the node can only be folded per call.
+        facts.action = "inferred" if facts.dtype is not None else "kept"
+        facts.reason = ", ".join(
+            f"{a.name} refers to the function attribute {a.ref_attr_name!r}" for a in refs
+        )
     return facts
 
 

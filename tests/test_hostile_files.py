@@ -1,0 +1,598 @@
+"""Hostile files through the command line: one clear error, nothing written, nothing changed.
+
+Every file in the corpus is broken on purpose (garbage bytes, bad structure, bad EyeLike
+nodes, unsafe or broken external data). For each, ``eyefold optimize`` and ``eyefold
+inspect`` must exit 1 with exactly one stderr line ``eyefold: error: ...`` naming the
+problem (and the node or tensor), print no traceback, create no output file, leave the
+input files byte-identical and finish in bounded time.
+
+The whole corpus runs in-process through ``eyefold.cli.main`` (process startup would
+dominate); a representative subset, and every case that could crash the interpreter, also
+runs as a real ``python -m eyefold`` subprocess. A corruption fuzzer flips and truncates
+the sample models (fixed seed, bounded count) and runs them in one worker subprocess, so
+a crash would be caught and attributed to its file instead of killing the test run.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import dataclasses
+import hashlib
+import io
+import json
+import pathlib
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from eyefold.cli import main
+from eyefold.testing import check_model_safely
+
+SAMPLES = pathlib.Path(__file__).resolve().parents[1] / "sample_models"
+SAMPLE_FILES = sorted(SAMPLES.glob("*.onnx"))
+SUBPROCESS_TIMEOUT_S = 120
+CORRUPTED_FILES = 150
+
+
+def _model(
+    nodes: list[onnx.NodeProto],
+    inputs: list[onnx.ValueInfoProto] | None = None,
+    outputs: list[onnx.ValueInfoProto] | None = None,
+    initializers: list[onnx.TensorProto] | None = None,
+    *,
+    opset: int = 22,
+) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        nodes,
+        "hostile",
+        [_info("x", [4, 4])] if inputs is None else inputs,
+        [_info("y", None)] if outputs is None else outputs,
+        initializers or [],
+    )
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10
+    )
+
+
+def _info(name: str, dims: list[int] | None, elem: int = TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, elem, dims)
+
+
+def _eye(inputs: list[str] | None = None, outputs: list[str] | None = None, **attrs):
+    return helper.make_node(
+        "EyeLike", ["x"] if inputs is None else inputs, outputs or ["y"], name="eye", **attrs
+    )
+
+
+def _write(folder: pathlib.Path, model: onnx.ModelProto | bytes) -> pathlib.Path:
+    path = folder / "model.onnx"
+    path.write_bytes(model if isinstance(model, bytes) else model.SerializeToString())
+    return path
+
+
+def _external_model(folder: pathlib.Path, location: str, **fields: int) -> pathlib.Path:
+    """``y = Add(w, EyeLike(w))`` with ``w: float[4,4]`` stored at ``location``."""
+    tensor = TensorProto(
+        name="w", data_type=TensorProto.FLOAT, dims=[4, 4], data_location=TensorProto.EXTERNAL
+    )
+    for key, value in {"location": location, **fields}.items():
+        entry = tensor.external_data.add()
+        entry.key, entry.value = key, str(value)
+    nodes = [_eye(["w"], ["e"]), helper.make_node("Add", ["w", "e"], ["y"], name="add")]
+    return _write(folder, _model(nodes, [], [_info("y", [4, 4])], [tensor]))
+
+
+def _deep_if_bytes(depth: int) -> bytes:
+    """A model with ``depth`` nested If nodes, encoded by hand.
+
+    The protobuf runtime refuses to build (or parse) messages nested this deep, so the
+    wire format is written directly: a GraphProto inside an AttributeProto inside a
+    NodeProto, ``depth`` times.
+    """
+
+    def field(number: int, payload: bytes) -> bytes:
+        return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+    inner = helper.make_graph(
+        [_eye(["x"], ["b0"])], "leaf", [], [_info("b0", [4, 4])]
+    ).SerializeToString()
+    for level in range(depth):
+        out = f"b{level + 1}".encode()
+        else_branch = helper.make_graph(
+            [helper.make_node("Identity", ["x"], [f"e{level}"])],
+            f"else{level}",
+            [],
+            [_info(f"e{level}", [4, 4])],
+        ).SerializeToString()
+        node = field(1, b"c") + field(2, out) + field(3, f"if{level}".encode())
+        node += field(4, b"If")
+        for name, graph in ((b"then_branch", inner), (b"else_branch", else_branch)):
+            node += field(5, field(1, name) + field(6, graph) + _varint(20 << 3) + _varint(5))
+        inner = field(1, node) + field(2, f"level{level}".encode())
+        inner += field(12, _info(out.decode(), [4, 4]).SerializeToString())
+    model = _model([], [_info("x", [4, 4]), _info("c", [], TensorProto.BOOL)], [])
+    return model.SerializeToString() + field(7, inner)
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One hostile file: how to write it and what the error line must mention."""
+
+    id: str
+    write: Callable[[pathlib.Path], pathlib.Path]
+    mentions: tuple[str, ...]
+    options: tuple[str, ...] = ()
+    subprocess: bool = False
+
+
+def _link_outside(folder: pathlib.Path) -> pathlib.Path:
+    secret = folder.parent / f"{folder.name}_secret.bin"
+    secret.write_bytes(bytes(64))
+    (folder / "link.bin").symlink_to(secret)
+    return _external_model(folder, "link.bin")
+
+
+def _data_file(folder: pathlib.Path, size: int) -> None:
+    (folder / "w.bin").write_bytes(bytes(size))
+
+
+def _with_data(size: int, **fields: int) -> Callable[[pathlib.Path], pathlib.Path]:
+    def write(folder: pathlib.Path) -> pathlib.Path:
+        _data_file(folder, size)
+        return _external_model(folder, "w.bin", **fields)
+
+    return write
+
+
+def _outside_file(folder: pathlib.Path) -> pathlib.Path:
+    (folder.parent / "outside.bin").write_bytes(bytes(64))
+    return _external_model(folder, "../outside.bin")
+
+
+def _absolute(folder: pathlib.Path) -> pathlib.Path:
+    target = folder.parent / f"{folder.name}_abs.bin"
+    target.write_bytes(bytes(64))
+    return _external_model(folder, str(target))
+
+
+def _branch_rank3(folder: pathlib.Path) -> pathlib.Path:
+    then_branch = helper.make_graph([_eye(["x"], ["b"])], "then", [], [_info("b", None)])
+    else_branch = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["e"])], "else", [], [_info("e", None)]
+    )
+    node = helper.make_node(
+        "If", ["c"], ["y"], name="branchy", then_branch=then_branch, else_branch=else_branch
+    )
+    inputs = [_info("x", [2, 3, 4]), _info("c", [], TensorProto.BOOL)]
+    return _write(folder, _model([node], inputs))
+
+
+def _sample_prefix(folder: pathlib.Path) -> pathlib.Path:
+    data = (SAMPLES / "static_matmul.onnx").read_bytes()
+    return _write(folder, data[: len(data) // 2])
+
+
+def _node_cycle() -> onnx.ModelProto:
+    return _model(
+        [
+            helper.make_node("Relu", ["b"], ["a"], name="first"),
+            helper.make_node("Relu", ["a"], ["b"], name="second"),
+            _eye(["a"]),
+        ]
+    )
+
+
+def _redeclared() -> onnx.ModelProto:
+    return _model(
+        [
+            helper.make_node("Relu", ["x"], ["a"], name="first"),
+            helper.make_node("Relu", ["x"], ["a"], name="second"),
+            _eye(["a"]),
+        ]
+    )
+
+
+CASES = [
+    Case("empty-file", lambda d: _write(d, b""), ("not an ONNX model",), subprocess=True),
+    Case(
+        "random-bytes",
+        lambda d: _write(d, np.random.default_rng(7).bytes(4096)),
+        ("not an ONNX model",),
+        subprocess=True,
+    ),
+    Case("truncated", _sample_prefix, ("not an ONNX model",)),
+    Case(
+        "directory",
+        lambda d: (d / "model.onnx").mkdir() or d / "model.onnx",
+        ("not a regular file",),
+    ),
+    Case("missing", lambda d: d / "model.onnx", ("no such file",)),
+    Case(
+        "deeply-nested-ifs",
+        lambda d: _write(d, _deep_if_bytes(400)),
+        ("not an ONNX model",),
+        subprocess=True,
+    ),
+    Case("cycle", lambda d: _write(d, _node_cycle()), ("cycle", "Relu"), subprocess=True),
+    Case(
+        "dangling-reference",
+        lambda d: _write(d, _model([_eye(["ghost"])])),
+        ("'ghost'", "'eye'", "dangling"),
+    ),
+    Case("duplicate-value-names", lambda d: _write(d, _redeclared()), ("'a'", "'second'")),
+    Case(
+        "output-never-produced",
+        lambda d: _write(d, _model([_eye(["x"], ["z"])])),
+        ("'y'", "not produced"),
+    ),
+    Case(
+        "unknown-operator",
+        lambda d: _write(d, _model([helper.make_node("Whdre", ["x"], ["y"], name="w")])),
+        ("'w'", "'Whdre'"),
+    ),
+    Case("eyelike-0-inputs", lambda d: _write(d, _model([_eye([])])), ("'eye'", "0 inputs")),
+    Case(
+        "eyelike-2-inputs",
+        lambda d: _write(d, _model([_eye(["x", "x"])])),
+        ("'eye'", "2 inputs"),
+        subprocess=True,
+    ),
+    Case(
+        "eyelike-2-outputs",
+        lambda d: _write(d, _model([_eye(["x"], ["y", "z"])], outputs=[_info("y", None)])),
+        ("'eye'", "2 outputs"),
+    ),
+    *(
+        Case(
+            f"dtype-{label}",
+            lambda d, c=code: _write(d, _model([_eye(dtype=c)])),
+            ("'eye'", label),
+        )
+        for code, label in [
+            (999, "999"),
+            (0, "UNDEFINED"),
+            (-3, "-3"),
+            (TensorProto.STRING, "STRING"),
+            (TensorProto.COMPLEX64, "COMPLEX64"),
+            (TensorProto.FLOAT8E4M3FN, "FLOAT8E4M3FN"),
+            (TensorProto.INT4, "INT4"),
+        ]
+    ),
+    Case(
+        "eyelike-unknown-attribute",
+        lambda d: _write(d, _model([_eye(i=1)])),
+        ("'eye'", "'i'"),
+    ),
+    Case("k-not-an-int", lambda d: _write(d, _model([_eye(k=1.5)])), ("'eye'", "k")),
+    Case(
+        "dtype-not-an-int",
+        lambda d: _write(d, _model([_eye(dtype=1.5)])),
+        ("'eye'", "dtype"),
+    ),
+    Case(
+        "bfloat16-below-opset-22",
+        lambda d: _write(d, _model([_eye(dtype=TensorProto.BFLOAT16)], opset=21)),
+        ("'eye'", "BFLOAT16", "22"),
+        options=("--no-upgrade",),
+    ),
+    Case(
+        "opset-8",
+        lambda d: _write(d, _model([_eye()], opset=8)),
+        ("'eye'", "opset 8"),
+        options=("--no-upgrade",),
+    ),
+    *(
+        Case(
+            f"rank-{len(dims)}",
+            lambda d, s=dims: _write(d, _model([_eye()], [_info("x", s)])),
+            ("'eye'", f"rank {len(dims)}"),
+        )
+        for dims in ([], [4], [2, 3, 4])
+    ),
+    Case("rank-3-in-if-branch", _branch_rank3, ("'eye'", "rank 3", "then_branch")),
+    Case("external-dotdot", _outside_file, ("'w'", "outside"), subprocess=True),
+    Case("external-absolute-path", _absolute, ("'w'", "outside")),
+    Case("external-symlink-out", _link_outside, ("'w'", "outside"), subprocess=True),
+    Case(
+        "external-missing-file",
+        lambda d: _external_model(d, "nowhere.bin"),
+        ("'w'", "does not exist"),
+    ),
+    Case("external-file-too-short", _with_data(32), ("'w'", "32 bytes")),
+    Case("external-offset-past-end", _with_data(64, offset=16), ("'w'", "64 bytes")),
+    Case("external-length-wrong", _with_data(64, length=8), ("'w'", "length")),
+]
+
+
+def _digests(folder: pathlib.Path) -> dict[str, str]:
+    """sha256 of every file under ``folder`` and next to it (symlink targets, outside data)."""
+    found = {}
+    for path in sorted(folder.parent.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            found[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return found
+
+
+def _assert_one_error_line(code: int, stderr: str, mentions: tuple[str, ...]) -> None:
+    lines = stderr.splitlines()
+    assert code == 1, f"exit {code}, stderr {stderr!r}"
+    assert "Traceback" not in stderr, stderr
+    assert len(lines) == 1, f"expected one line, got {lines}"
+    assert lines[0].startswith("eyefold: error: "), lines[0]
+    assert "internal error" not in lines[0], lines[0]
+    for text in mentions:
+        assert text in lines[0], f"{text!r} not in {lines[0]!r}"
+
+
+def _layout(tmp_path: pathlib.Path, case: Case) -> tuple[pathlib.Path, pathlib.Path]:
+    folder = tmp_path / "in"
+    folder.mkdir(parents=True)
+    out_folder = tmp_path / "out"
+    out_folder.mkdir()
+    return case.write(folder), out_folder
+
+
+def _run_in_process(argv: list[str], capsys) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main(argv)
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_hostile_file_is_refused_in_process(case: Case, tmp_path: pathlib.Path, capsys):
+    model_path, out_folder = _layout(tmp_path, case)
+    before = _digests(model_path.parent)
+    output = out_folder / "out.onnx"
+    started = time.monotonic()
+    for argv in (
+        ["optimize", str(model_path), str(output), "-q", *case.options],
+        ["inspect", str(model_path), *case.options],
+    ):
+        code, stderr = _run_in_process(argv, capsys)
+        _assert_one_error_line(code, stderr, case.mentions)
+    assert time.monotonic() - started < 60
+    assert list(out_folder.iterdir()) == []
+    assert _digests(model_path.parent) == before
+
+
+def _run_subprocess(argv: list[str], cwd: pathlib.Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "eyefold", *argv],
+        capture_output=True,
+        text=True,
+        timeout=SUBPROCESS_TIMEOUT_S,
+        cwd=cwd,
+        check=False,
+    )
+
+
+SUBPROCESS_CASES = [c for c in CASES if c.subprocess]
+
+
+def test_hostile_files_are_refused_by_the_real_command(tmp_path: pathlib.Path):
+    """The same contract through ``python -m eyefold``, several processes at a time."""
+    jobs = []
+    for case in SUBPROCESS_CASES:
+        model_path, out_folder = _layout(tmp_path / case.id, case)
+        jobs.append((case, model_path, out_folder, _digests(model_path.parent)))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        results = pool.map(
+            lambda job: _run_subprocess(
+                ["optimize", str(job[1]), str(job[2] / "out.onnx"), "-q", *job[0].options],
+                job[1].parent,
+            ),
+            jobs,
+        )
+        for (case, model_path, out_folder, before), result in zip(jobs, results, strict=True):
+            assert result.returncode >= 0, f"{case.id}: killed by signal {-result.returncode}"
+            _assert_one_error_line(result.returncode, result.stderr, case.mentions)
+            assert list(out_folder.iterdir()) == [], case.id
+            assert _digests(model_path.parent) == before, case.id
+
+
+def test_hostile_external_data_given_as_relative_path(tmp_path: pathlib.Path):
+    """A bare file name (cwd = the model's folder) gets the same containment check."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    _outside_file(folder)
+    result = _run_subprocess(["inspect", "model.onnx"], folder)
+    _assert_one_error_line(result.returncode, result.stderr, ("'w'", "outside"))
+
+
+def test_valid_external_data_is_accepted(tmp_path: pathlib.Path, capsys):
+    """The positive twin of the external-data cases: inside the folder, right size."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    model_path = _with_data(64)(folder)
+    output = tmp_path / "out.onnx"
+    code, stderr = _run_in_process(["optimize", str(model_path), str(output), "-q"], capsys)
+    assert (code, stderr) == (0, "")
+    check_model_safely(onnx.load(output))
+
+
+HUGE = 2**40
+
+
+def _huge_model() -> onnx.ModelProto:
+    return _model([_eye()], [_info("x", [HUGE, HUGE])], [_info("y", [HUGE, HUGE])])
+
+
+def test_huge_declared_shape_is_reported_never_allocated(tmp_path: pathlib.Path):
+    """inspect reports the 2^40 x 2^40 EyeLike's size and optimize keeps it, both quickly."""
+    path = _write(tmp_path, _huge_model())
+    output = tmp_path / "out.onnx"
+    started = time.monotonic()
+    inspect = _run_subprocess(["inspect", str(path), "--json"], tmp_path)
+    optimize = _run_subprocess(["optimize", str(path), str(output), "-q"], tmp_path)
+    assert time.monotonic() - started < 60
+    assert (inspect.returncode, optimize.returncode) == (0, 0), (
+        inspect.stderr + optimize.stderr
+    )
+    (node,) = json.loads(inspect.stdout)["nodes"]
+    assert node["bytes"] == HUGE * HUGE * 4
+    assert node["action"] != "folded"
+    assert output.stat().st_size < 10_000
+    optimized = onnx.load(output)
+    assert [n.op_type for n in optimized.graph.node] == ["EyeLike"]
+
+
+def test_small_declared_shape_is_folded(tmp_path: pathlib.Path, capsys):
+    """The twin of the huge case: the same model at 4 x 4 folds."""
+    path = _write(tmp_path, _model([_eye()], [_info("x", [4, 4])], [_info("y", [4, 4])]))
+    code, _ = _run_in_process(["inspect", str(path), "--json"], capsys)
+    assert code == 0
+    code, stdout = main(["inspect", str(path), "--json"]), capsys.readouterr().out
+    (node,) = json.loads(stdout)["nodes"]
+    assert (code, node["bytes"], node["action"]) == (0, 64, "folded")
+
+
+def test_eyelike_dtype_after_custom_op_does_not_crash(tmp_path: pathlib.Path):
+    """onnx's shape inference segfaults on this model; eyefold must not hand it over."""
+    model = _model(
+        [
+            helper.make_node("Mystery", ["x"], ["u"], domain="custom.ops", name="mystery"),
+            _eye(["u"], dtype=TensorProto.FLOAT),
+        ]
+    )
+    model.opset_import.append(helper.make_opsetid("custom.ops", 1))
+    path = _write(tmp_path, model)
+    output = tmp_path / "out.onnx"
+    result = _run_subprocess(["optimize", str(path), str(output), "-q"], tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    eye = [n for n in onnx.load(output).graph.node if n.op_type == "EyeLike"]
+    assert len(eye) == 1
+
+
+def test_nesting_below_the_protobuf_limit_is_optimized(tmp_path: pathlib.Path, capsys):
+    """The twin of the deeply nested case: 20 levels load, and the EyeLike inside folds."""
+    path = _write(tmp_path, _deep_if_bytes(20))
+    output = tmp_path / "out.onnx"
+    code, stderr = _run_in_process(["optimize", str(path), str(output), "-q"], capsys)
+    assert (code, stderr) == (0, "")
+    assert not any(n.op_type == "EyeLike" for n in _all_nodes(onnx.load(output).graph))
+
+
+def _all_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+    nodes = []
+    for node in graph.node:
+        nodes.append(node)
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                nodes.extend(_all_nodes(attr.g))
+    return nodes
+
+
+# -- corruption fuzzer ----------------------------------------------------------------
+
+
+def _corrupt(data: bytes, rng: np.random.Generator) -> bytes:
+    """Flips 1..8 random bits, truncates, or both."""
+    buffer = bytearray(data)
+    mode = rng.integers(0, 3)
+    if mode in (0, 2):
+        for _ in range(int(rng.integers(1, 9))):
+            position = int(rng.integers(0, len(buffer)))
+            buffer[position] ^= 1 << int(rng.integers(0, 8))
+    if mode in (1, 2):
+        buffer = buffer[: int(rng.integers(0, len(buffer)))]
+    return bytes(buffer)
+
+
+def _write_corpus(folder: pathlib.Path, count: int) -> list[pathlib.Path]:
+    rng = np.random.default_rng(20261201)
+    originals = [path.read_bytes() for path in SAMPLE_FILES]
+    paths = []
+    for index in range(count):
+        source = int(rng.integers(0, len(originals)))
+        path = folder / f"corrupt_{index:03d}_{SAMPLE_FILES[source].stem}.onnx"
+        path.write_bytes(_corrupt(originals[source], rng))
+        paths.append(path)
+    return paths
+
+
+def _drive(paths: list[str]) -> None:
+    """Worker: runs ``optimize`` on each file in this process; one JSON line per file."""
+    for path in paths:
+        output = path + ".out.onnx"
+        print(json.dumps({"start": path}), flush=True)
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            code = main(["optimize", path, output, "-q"])
+        print(json.dumps({"file": path, "code": code, "stderr": err.getvalue()}), flush=True)
+
+
+def test_corrupted_sample_models_fail_cleanly_or_succeed(tmp_path: pathlib.Path):
+    paths = _write_corpus(tmp_path, CORRUPTED_FILES)
+    digests = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
+    result = subprocess.run(
+        [sys.executable, __file__, *map(str, paths)],
+        capture_output=True,
+        text=True,
+        timeout=SUBPROCESS_TIMEOUT_S * 2,
+        check=False,
+    )
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    last = records[-1] if records else {}
+    assert result.returncode == 0, f"worker died ({result.returncode}) at {last}"
+    finished = [r for r in records if "file" in r]
+    assert len(finished) == len(paths)
+    succeeded = 0
+    for record in finished:
+        output = pathlib.Path(record["file"] + ".out.onnx")
+        if record["code"] == 0:
+            succeeded += 1
+            check_model_safely(onnx.load(output))
+        else:
+            _assert_corruption_error(record)
+            assert not output.exists(), record["file"]
+    assert all(hashlib.sha256(p.read_bytes()).hexdigest() == digests[p] for p in paths)
+    # Both outcomes occur, so the corpus is neither all-garbage nor all-harmless.
+    assert 0 < succeeded < len(paths)
+
+
+def _assert_corruption_error(record: dict) -> None:
+    lines = record["stderr"].splitlines()
+    assert record["code"] == 1, record
+    assert len(lines) == 1 and lines[0].startswith("eyefold: error: "), record
+    assert "Traceback" not in record["stderr"], record
+
+
+def test_corrupted_files_through_the_real_command(tmp_path: pathlib.Path):
+    """A handful of the corrupted files as real subprocesses: exit 0 or 1, never a signal."""
+    paths = _write_corpus(tmp_path, 8)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(
+            pool.map(
+                lambda p: _run_subprocess(
+                    ["optimize", str(p), str(p) + ".out", "-q"], tmp_path
+                ),
+                paths,
+            )
+        )
+    for path, result in zip(paths, results, strict=True):
+        assert result.returncode in (0, 1), (path.name, result.returncode, result.stderr)
+        if result.returncode == 1:
+            _assert_corruption_error({"code": 1, "stderr": result.stderr})
+        else:
+            check_model_safely(onnx.load(str(path) + ".out"))
+
+
+if __name__ == "__main__":
+    _drive(sys.argv[1:])
