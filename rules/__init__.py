@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
+import onnx_ir as ir
 from onnxscript.rewriter import RewriteRule
 
 from eyefold.rules import (
@@ -42,8 +43,9 @@ class RuleSpec:
         phase: "before-fold" (patterns around an EyeLike node, which folding removes) or
             "after-fold" (patterns that also match a folded constant).
         identity: the rewrite in one line.
-        matches_constants: the pattern also matches next to a constant identity matrix
-            (a folded EyeLike), not only next to an EyeLike node.
+        constant_dtypes: element types of the constant identity matrices (folded
+            EyeLike nodes) the pattern also matches next to; empty when it needs an
+            EyeLike node.
     """
 
     name: str
@@ -51,7 +53,7 @@ class RuleSpec:
     exactness: Exactness
     phase: Phase
     identity: str
-    matches_constants: bool = False
+    constant_dtypes: frozenset[ir.DataType] = frozenset()
 
 
 ALL_RULES: tuple[RuleSpec, ...] = (
@@ -89,7 +91,7 @@ ALL_RULES: tuple[RuleSpec, ...] = (
         "exact",
         "after-fold",
         "MatMul(A, I) -> A, MatMul(I, A) -> A for an integer identity I",
-        matches_constants=True,
+        constant_dtypes=matmul_int_identity.MatMulIntIdentity.DTYPES,
     ),
     RuleSpec(
         "matmul_float_identity",
@@ -98,6 +100,6 @@ ALL_RULES: tuple[RuleSpec, ...] = (
         "after-fold",
         "MatMul(A, I) -> A, MatMul(I, A) -> A for a floating identity I"
         " (inf/NaN/-0.0 in A differ)",
-        matches_constants=True,
+        constant_dtypes=matmul_float_identity.MatMulFloatIdentity.DTYPES,
     ),
 )

@@ -22,6 +22,7 @@ from eyefold._rule_loading import select_rules
 from eyefold.passes._scopes import DEFAULT_DOMAINS, Scope, iter_scopes
 from eyefold.passes.fold_eye_like import _remove_dead_producers
 from eyefold.rules import Phase, RuleSpec
+from eyefold.rules._common import constant_tensor, is_identity_array
 
 __all__ = ["DEFAULT_MAX_ROUNDS", "RULE_TAG_KEY", "ApplyEyeLikeRulesPass"]
 
@@ -45,30 +46,33 @@ def _body(graph_or_function: ir.Graph | ir.Function) -> ir.Graph:
     )
 
 
-def _is_square_constant(value: ir.Value) -> bool:
-    """A rank-2 square constant (shape only; no data read)."""
-    tensor = value.const_value
-    if tensor is None:
-        producer = value.producer()
-        if producer is None or producer.op_type != "Constant":
-            return False
-        attribute = producer.attributes.get("value")
-        if attribute is None or attribute.type != ir.AttributeType.TENSOR:
-            return False
-        tensor = attribute.as_tensor()
+def _is_identity_constant(value: ir.Value, dtypes: frozenset[ir.DataType]) -> bool:
+    """A constant of one of ``dtypes`` equal to an identity matrix.
+
+    Type and shape are checked before any data is read; a proto-backed tensor builds its
+    shape on every access, so the value's own shape is asked first.
+    """
+    shape = value.shape
+    if shape is not None and (len(shape) != 2 or shape[0] != shape[1]):
+        return False
+    if value.dtype is not None and value.dtype not in dtypes:
+        return False
+    tensor = constant_tensor(value)
+    if tensor is None or tensor.dtype not in dtypes:
+        return False
     dims = tensor.shape.dims
-    return len(dims) == 2 and dims[0] == dims[1]
+    return len(dims) == 2 and dims[0] == dims[1] and is_identity_array(tensor.numpy())
 
 
 def _candidate_roots(
-    scopes: Sequence[Scope], with_constants: bool
+    scopes: Sequence[Scope], constant_dtypes: frozenset[ir.DataType]
 ) -> dict[int, list[ir.Node]]:
     """Candidate root nodes per graph body (keyed by id), in graph order of discovery.
 
     Roots are the consumers of EyeLike outputs and the EyeLike nodes, plus
-    (``with_constants``) the consumers of square constants. A consumer may sit in a
-    subgraph of the graph that holds the anchor, so roots are grouped by the graph they
-    actually belong to.
+    the consumers of constants of ``constant_dtypes`` equal to an identity matrix. A
+    consumer may sit in a subgraph of the graph that holds the anchor, so roots are
+    grouped by the graph they actually belong to.
     """
     anchors: list[ir.Value] = []
     roots: list[ir.Node] = []
@@ -81,11 +85,15 @@ def _candidate_roots(
                 # covers more than one rooted at the EyeLike itself.
                 roots.extend(c for v in node.outputs for c in v.consumers())
                 roots.append(node)
-            elif with_constants and node.op_type == "Constant":
-                anchors.extend(v for v in node.outputs if _is_square_constant(v))
-        if with_constants and isinstance(scope.graph, ir.Graph):
+            elif constant_dtypes and node.op_type == "Constant":
+                anchors.extend(
+                    v for v in node.outputs if _is_identity_constant(v, constant_dtypes)
+                )
+        if constant_dtypes and isinstance(scope.graph, ir.Graph):
             anchors.extend(
-                v for v in scope.graph.initializers.values() if _is_square_constant(v)
+                v
+                for v in scope.graph.initializers.values()
+                if _is_identity_constant(v, constant_dtypes)
             )
     for value in anchors:
         roots.extend(value.consumers())
@@ -148,7 +156,8 @@ class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):
         if not self.specs:
             return ir.passes.PassResult(model, modified=False)
         scopes = list(iter_scopes(model))
-        roots = _candidate_roots(scopes, any(s.matches_constants for s in self.specs))
+        constant_dtypes = frozenset().union(*(s.constant_dtypes for s in self.specs))
+        roots = _candidate_roots(scopes, constant_dtypes)
         for scope in scopes:
             candidates = roots.get(id(_body(scope.graph)))
             if candidates:
