@@ -3,11 +3,13 @@
 Deserializing a whole converted model would cost as much as loading it again, lose the
 identity of every value (and the lazy external tensors behind the initializers) and drop
 node metadata. Instead, each converted node is matched to the original node with the same
-outputs:
+op and the same outputs:
 
 * same serialized bytes: the original node is kept as it is;
-* same apart from its subgraphs: kept, and the same matching runs inside the subgraphs;
-* otherwise (a changed or a new node): built from the proto, inputs resolved by name.
+* otherwise the original node is patched in place: inputs resolved by name, changed
+  attributes replaced, subgraphs matched the same way, recursively;
+* a converted node with no such original (a Constant the adapter added, the Reshape after a
+  flattened Softmax...) is built from the proto.
 
 Original nodes left without a match are removed after their uses move to the values that
 replace them (same names).
@@ -30,24 +32,6 @@ _GRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 
 class WriteBackError(RuntimeError):
     """The converted graph does not map onto the original (a bug, not a user error)."""
-
-
-def _without_subgraphs(node: onnx.NodeProto) -> bytes:
-    stripped = onnx.NodeProto()
-    stripped.CopyFrom(node)
-    kept = [a for a in stripped.attribute if a.type not in _GRAPH_TYPES]
-    del stripped.attribute[:]
-    stripped.attribute.extend(kept)
-    return stripped.SerializeToString()
-
-
-def _same_signature(a: onnx.NodeProto, b: onnx.NodeProto) -> bool:
-    return (a.op_type, a.domain, list(a.input), list(a.output)) == (
-        b.op_type,
-        b.domain,
-        list(b.input),
-        list(b.output),
-    )
 
 
 def _lookup(scope: Mapping[str, ir.Value], name: str, reader: str) -> ir.Value | None:
@@ -88,16 +72,16 @@ def _build_graph(proto: onnx.GraphProto, outer: Mapping[str, ir.Value]) -> ir.Gr
     )
 
 
+def _attribute(proto: onnx.AttributeProto, scope: Mapping[str, ir.Value]) -> ir.Attr:
+    if proto.type == onnx.AttributeProto.GRAPH:
+        return ir.AttrGraph(proto.name, _build_graph(proto.g, scope))
+    if proto.type == onnx.AttributeProto.GRAPHS:
+        return ir.AttrGraphs(proto.name, [_build_graph(g, scope) for g in proto.graphs])
+    return ir.serde.deserialize_attribute(proto)
+
+
 def _build_node(proto: onnx.NodeProto, scope: Mapping[str, ir.Value]) -> ir.Node:
-    attributes = []
-    for attribute in proto.attribute:
-        if attribute.type == onnx.AttributeProto.GRAPH:
-            attributes.append(ir.AttrGraph(attribute.name, _build_graph(attribute.g, scope)))
-        elif attribute.type == onnx.AttributeProto.GRAPHS:
-            graphs = [_build_graph(g, scope) for g in attribute.graphs]
-            attributes.append(ir.AttrGraphs(attribute.name, graphs))
-        else:
-            attributes.append(ir.serde.deserialize_attribute(attribute))
+    attributes = [_attribute(attribute, scope) for attribute in proto.attribute]
     return ir.Node(
         proto.domain,
         proto.op_type,
@@ -110,17 +94,80 @@ def _build_node(proto: onnx.NodeProto, scope: Mapping[str, ir.Value]) -> ir.Node
     )
 
 
-def _detach(nodes: Iterable[ir.Node]) -> None:
-    """Makes the nodes (and the nodes of their subgraphs) stop using any value."""
+def _detach_subgraphs(nodes: Iterable[ir.Node]) -> None:
+    """Makes the nodes inside the subgraphs of ``nodes`` stop using any value."""
     for node in nodes:
-        for index in range(len(node.inputs)):
-            node.replace_input_with(index, None)
         for attribute in node.attributes.values():
             if attribute.type == ir.AttributeType.GRAPH:
-                _detach(attribute.as_graph())
+                graphs = [attribute.as_graph()]
             elif attribute.type == ir.AttributeType.GRAPHS:
-                for graph in attribute.as_graphs():
-                    _detach(graph)
+                graphs = list(attribute.as_graphs())
+            else:
+                continue
+            for graph in graphs:
+                for inner in graph:
+                    for index in range(len(inner.inputs)):
+                        inner.replace_input_with(index, None)
+                _detach_subgraphs(graph)
+
+
+def _merge_subgraph_attribute(
+    node: ir.Node,
+    old: onnx.AttributeProto,
+    new: onnx.AttributeProto,
+    scope: MutableMapping[str, ir.Value],
+    opaque: Mapping[tuple[str, ...], onnx.NodeProto],
+) -> int:
+    ir_attr = node.attributes[new.name]
+    if new.type == onnx.AttributeProto.GRAPH:
+        triples = [(ir_attr.as_graph(), old.g, new.g)]
+    else:
+        triples = list(zip(ir_attr.as_graphs(), old.graphs, new.graphs, strict=True))
+    rebuilt = 0
+    for graph, before, after in triples:
+        local = collections.ChainMap({}, scope)
+        for value in [*graph.inputs, *graph.initializers.values()]:
+            local[value.name or ""] = value
+        rebuilt += _merge_graph(graph, list(graph), before, after, local, opaque)
+    return rebuilt
+
+
+def _patch(
+    node: ir.Node,
+    old: onnx.NodeProto,
+    new: onnx.NodeProto,
+    scope: MutableMapping[str, ir.Value],
+    opaque: Mapping[tuple[str, ...], onnx.NodeProto],
+) -> int:
+    """Makes ``node`` (serialized as ``old``) match ``new``; returns nodes changed."""
+    changed = 0
+    if list(new.input) != list(old.input):
+        values = [_lookup(scope, name, f"{new.op_type} node") for name in new.input]
+        node.resize_inputs(len(values))
+        for index, value in enumerate(values):
+            if node.inputs[index] is not value:
+                node.replace_input_with(index, value)
+        changed = 1
+    if tuple(new.output) in opaque:
+        return changed  # EyeLike stand-in or attribute-reference node: attributes as were
+    previous = {a.name: a for a in old.attribute}
+    for attribute in new.attribute:
+        prior = previous.pop(attribute.name, None)
+        if prior is not None and prior.SerializeToString() == attribute.SerializeToString():
+            continue
+        if (
+            prior is not None
+            and attribute.type in _GRAPH_TYPES
+            and prior.type == attribute.type
+        ):
+            changed += _merge_subgraph_attribute(node, prior, attribute, scope, opaque)
+            continue
+        node.attributes[attribute.name] = _attribute(attribute, scope)
+        changed = max(changed, 1)
+    for name in previous:
+        del node.attributes[name]
+        changed = max(changed, 1)
+    return changed
 
 
 def _merge_graph(
@@ -131,32 +178,38 @@ def _merge_graph(
     scope: MutableMapping[str, ir.Value],
     opaque: Mapping[tuple[str, ...], onnx.NodeProto],
 ) -> int:
-    """Makes ``body`` match ``after``; returns the number of nodes built anew."""
-    pairs = zip(nodes, before.node, strict=True)
-    originals = {tuple(proto.output): (node, proto) for node, proto in pairs}
-    kept: dict[int, ir.Node] = {}
+    """Makes ``body`` match ``after``; returns the number of nodes changed or added."""
+    position_of = {}
+    for position, node in enumerate(nodes):
+        if node.outputs:
+            position_of.setdefault(node.outputs[0].name or "", position)
+    kept: set[int] = set()
     final: list[tuple[ir.Node, bool]] = []
-    built = 0
+    rebuilt = 0
     for proto in after.node:
-        key = tuple(proto.output)
-        node, old = originals.get(key, (None, None))
-        if node is not None and old is not None and id(node) not in kept:
-            if (key in opaque and _same_signature(proto, old)) or (
-                proto.SerializeToString() == old.SerializeToString()
+        position = position_of.get(proto.output[0]) if proto.output else None
+        node = None
+        if position is not None and position not in kept:
+            old = before.node[position]
+            if (old.op_type, old.domain, old.overload, list(old.output)) == (
+                proto.op_type,
+                proto.domain,
+                proto.overload,
+                list(proto.output),
             ):
-                kept[id(node)] = node
-            elif _without_subgraphs(proto) == _without_subgraphs(old):
-                kept[id(node)] = node
-                built += _merge_subgraphs(node, old, proto, scope, opaque)
-        if id(node) in kept and node is not None:
-            final.append((node, True))
-        else:
+                node = nodes[position]
+                kept.add(position)
+                if proto.SerializeToString() != old.SerializeToString():
+                    rebuilt += _patch(node, old, proto, scope, opaque)
+        if node is None:
             node = _build_node(proto, scope)
+            rebuilt += 1
             final.append((node, False))
-            built += 1
+        else:
+            final.append((node, True))
         for out in node.outputs:
             scope[out.name or ""] = out
-    dropped = [node for node in nodes if id(node) not in kept]
+    dropped = [node for position, node in enumerate(nodes) if position not in kept]
     for node in dropped:
         for out in node.outputs:
             replacement = scope.get(out.name or "")
@@ -167,45 +220,14 @@ def _merge_graph(
                 if replacement.shape is None:
                     replacement.shape = out.shape
                 out.replace_all_uses_with(replacement, replace_graph_outputs=True)
-    _detach(dropped)
+    _detach_subgraphs(dropped)
     body.remove(dropped, safe=True)
     _place(body, final)
     outputs = body.outputs
     for index, info in enumerate(after.output):
         if outputs[index].name != info.name:
             raise WriteBackError(f"graph output {index} is {info.name!r} after conversion")
-    return built
-
-
-def _merge_subgraphs(
-    node: ir.Node,
-    old: onnx.NodeProto,
-    new: onnx.NodeProto,
-    scope: MutableMapping[str, ir.Value],
-    opaque: Mapping[tuple[str, ...], onnx.NodeProto],
-) -> int:
-    built = 0
-    old_graphs = {a.name: a for a in old.attribute if a.type in _GRAPH_TYPES}
-    for attribute in new.attribute:
-        if attribute.type not in _GRAPH_TYPES:
-            continue
-        ir_attr = node.attributes[attribute.name]
-        pairs = (
-            [(ir_attr.as_graph(), old_graphs[attribute.name].g, attribute.g)]
-            if attribute.type == onnx.AttributeProto.GRAPH
-            else zip(
-                ir_attr.as_graphs(),
-                old_graphs[attribute.name].graphs,
-                attribute.graphs,
-                strict=True,
-            )
-        )
-        for graph, before, after in pairs:
-            local = collections.ChainMap({}, scope)
-            for value in [*graph.inputs, *graph.initializers.values()]:
-                local[value.name or ""] = value
-            built += _merge_graph(graph, list(graph), before, after, local, opaque)
-    return built
+    return rebuilt
 
 
 def _place(body: ir.Graph | ir.Function, final: list[tuple[ir.Node, bool]]) -> None:

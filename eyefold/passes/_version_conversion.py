@@ -107,15 +107,17 @@ def _has_newer_version(op_type: str, source: int, target: int) -> bool:
 def _mark_opaque(
     graph: onnx.GraphProto,
     opaque: dict[tuple[str, ...], onnx.NodeProto],
-    where: str,
+    where: str | None,
     versions: tuple[int, int],
 ) -> None:
-    """Replaces EyeLike by stand-ins and records the nodes the converter must leave alone."""
+    """Replaces EyeLike by stand-ins and records the nodes the converter must leave alone.
+
+    ``where`` names the function when the graph belongs to one (only function bodies can
+    hold attribute references), else None.
+    """
     for node in graph.node:
-        if node.domain not in DEFAULT_DOMAINS:
-            continue
-        original = onnx.NodeProto()
-        if node.op_type == "EyeLike":
+        if node.op_type == "EyeLike" and node.domain in DEFAULT_DOMAINS:
+            original = onnx.NodeProto()
             original.CopyFrom(node)
             dtype = next((a for a in node.attribute if a.name == "dtype"), None)
             del node.attribute[:]
@@ -125,7 +127,9 @@ def _mark_opaque(
             else:
                 node.op_type = "Identity"
             opaque[tuple(node.output)] = original
-        elif any(a.ref_attr_name for a in node.attribute):
+        elif where is not None and node.domain in DEFAULT_DOMAINS:
+            if not any(a.ref_attr_name for a in node.attribute):
+                continue
             if _has_newer_version(node.op_type, *versions):
                 label = node.name or node.op_type
                 raise UpgradeError(
@@ -133,6 +137,7 @@ def _mark_opaque(
                     f" function's attributes; onnx's version converter cannot convert it"
                     f" from opset {versions[0]} to {versions[1]}; run with --no-upgrade"
                 )
+            original = onnx.NodeProto()
             original.CopyFrom(node)
             opaque[tuple(node.output)] = original
 
@@ -186,8 +191,11 @@ def convert_body(
     nodes = [node for node in body if id(node) not in hidden_ids]
     graph = _body_proto(body, nodes, hidden)
     opaque: dict[tuple[str, ...], onnx.NodeProto] = {}
+    known: set[str] = set()
+    in_function = where if isinstance(body, ir.Function) else None
     for subgraph in iter_proto_graphs(graph):
-        _mark_opaque(subgraph, opaque, where, (source, target))
+        _mark_opaque(subgraph, opaque, in_function, (source, target))
+        known.update(t.name for t in subgraph.initializer)
     before = onnx.ModelProto(ir_version=ir_version, graph=graph)
     for domain, version in opset_imports.items():
         before.opset_import.add(domain=domain, version=version)
@@ -199,8 +207,7 @@ def convert_body(
             f"{where}: onnx's version converter failed from opset {source} to {target}:"
             f" {detail}; run with --no-upgrade to keep opset {source}"
         ) from None
-    known = {t.name for graph in iter_proto_graphs(before.graph) for t in graph.initializer}
-    upsamples = _upsample_inputs(before.graph)
+    upsamples = _upsample_inputs(before.graph) if source < 11 else set()
     for converted in iter_proto_graphs(after.graph):
         _new_initializers_to_constants(converted, known)
         _keep_resize_10_coordinates(converted, source, where, upsamples)

@@ -96,7 +96,10 @@ class UpgradeOpsetPass(ir.passes.InPlacePass):
         """
         self.rebuilt_nodes = 0
         # Checked here, not in requires(): PassBase wraps requires() errors in its own type.
-        for scope, node in iter_nodes(model):
+        opsets = [default_opset(model.opset_imports)]
+        opsets += [default_opset(f.opset_imports) for f in model.functions.values()]
+        predates_eyelike = any(o is not None and o < EYELIKE_MIN_OPSET for o in opsets)
+        for scope, node in iter_nodes(model) if predates_eyelike else ():
             if scope.opset is not None and scope.opset < EYELIKE_MIN_OPSET:
                 raise InvalidModelError(
                     f"EyeLike node {node_label(node)} in {scope.path}: EyeLike exists from"
