@@ -490,6 +490,46 @@ def test_unchanged_nodes_and_weights_are_kept_not_copied():
     assert relu.graph is model.graph and relu.inputs[0] is weight_value
 
 
+def _large_constant_model() -> onnx.ModelProto:
+    """Weights as Constant nodes (over the inline limit) in the main graph and a function."""
+    weight = np.linspace(-1, 1, 64 * 64, dtype=np.float32).reshape(64, 64)
+    main = _Builder(11)
+    main.add("Constant", [], ["w"], value=numpy_helper.from_array(weight, "w"))
+    main.add("MatMul", ["x", "w"], ["xw"])
+    main.axes_op("ReduceSum", "xw", "rows", [1], keepdims=1)
+    main.nodes.append(helper.make_node("Bias", ["rows"], ["y"], domain=FUNCTION_DOMAIN))
+    body = _Builder(11)
+    body.add("Constant", [], ["b"], value=numpy_helper.from_array(weight.T.copy(), "b"))
+    body.axes_op("Unsqueeze", "b", "b3", [0])
+    body.axes_op("Squeeze", "b3", "b2", [0])
+    body.add("Add", ["a", "b2"], ["out"])
+    function = helper.make_function(
+        FUNCTION_DOMAIN, "Bias", ["a"], ["out"], body.nodes, [helper.make_opsetid("", 11)]
+    )
+    graph = helper.make_graph(
+        main.nodes, "constants", [_float("x", [64, 64])], [_float("y", [64, 64])]
+    )
+    opsets = [helper.make_opsetid("", 11), helper.make_opsetid(FUNCTION_DOMAIN, 1)]
+    return helper.make_model(graph, opset_imports=opsets, functions=[function])
+
+
+def test_large_constant_nodes_are_kept_as_they_are():
+    original = _large_constant_model()
+    model = ir.serde.deserialize_model(original)
+    main_constant = model.graph.node(0)
+    function_constant = next(iter(model.functions.values())).graph.node(0)
+    tensors = [c.attributes["value"].as_tensor() for c in (main_constant, function_constant)]
+    assert all(t.nbytes > 4096 for t in tensors)  # over the inline limit: never serialized
+    assert UpgradeOpsetPass(22)(model).modified
+    assert main_constant.graph is model.graph
+    assert main_constant.attributes["value"].as_tensor() is tensors[0]
+    assert function_constant.attributes["value"].as_tensor() is tensors[1]
+    upgraded = ir.serde.serialize_model(model)
+    _full_check(upgraded)
+    assert "axes" not in {a.name for n in upgraded.functions[0].node for a in n.attribute}
+    _assert_same_outputs(original, upgraded)
+
+
 # ---------------------------------------------------------------- EyeLike specifics
 
 
