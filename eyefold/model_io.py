@@ -151,6 +151,12 @@ def _check_external_data(model: ir.Model, model_path: str) -> None:
             raise ModelIOError(f"{where} outside the model's folder {folder}")
         if not os.path.isfile(data_path):
             raise ModelIOError(f"{where}, which does not exist")
+        if os.stat(data_path).st_nlink > 1:
+            # As onnx and onnx-ir do: a hard link can put any file inside the folder.
+            raise ModelIOError(
+                f"{where}, a file with {os.stat(data_path).st_nlink} hard links (refused:"
+                " it may be a link to a file outside the folder)"
+            )
         if tensor.length is not None and tensor.length != tensor.nbytes:
             raise ModelIOError(
                 f"{where} with length {tensor.length}; its type and shape need"

@@ -64,3 +64,34 @@ def apply_eyelike_rules() -> Callable[..., tuple[object, object, object]]:
     """Returns ``apply(onnx_text, **pass_options) -> (original proto, rewritten ir.Model,
     the ApplyEyeLikeRulesPass that ran, with its hits)``."""
     return _apply_eyelike_rules
+
+
+def _external_data_model(folder, location: str, **fields: int):
+    """Writes ``folder/model.onnx``: ``y = Add(w, EyeLike(w))``, ``w: float[4,4]`` stored as
+    external data at ``location`` (plus ``offset``/``length`` fields when given)."""
+    from onnx import TensorProto, helper
+
+    tensor = TensorProto(
+        name="w", data_type=TensorProto.FLOAT, dims=[4, 4], data_location=TensorProto.EXTERNAL
+    )
+    for key, value in {"location": location, **fields}.items():
+        entry = tensor.external_data.add()
+        entry.key, entry.value = key, str(value)
+    nodes = [
+        helper.make_node("EyeLike", ["w"], ["e"], name="eye"),
+        helper.make_node("Add", ["w", "e"], ["y"], name="add"),
+    ]
+    output = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 4])
+    graph = helper.make_graph(nodes, "external", [], [output], [tensor])
+    opsets = [helper.make_opsetid("", 22)]
+    model = helper.make_model(graph, opset_imports=opsets, ir_version=10)
+    path = folder / "model.onnx"
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+@pytest.fixture(scope="session")
+def external_data_model() -> Callable[..., object]:
+    """Returns ``write(folder, location, **fields) -> path`` of a model whose initializer
+    ``w`` (16 floats, 64 bytes) lives in the external data file ``location``."""
+    return _external_data_model

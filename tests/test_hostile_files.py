@@ -21,6 +21,7 @@ import dataclasses
 import hashlib
 import io
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -39,6 +40,9 @@ SAMPLES = pathlib.Path(__file__).resolve().parents[1] / "sample_models"
 SAMPLE_FILES = sorted(SAMPLES.glob("*.onnx"))
 SUBPROCESS_TIMEOUT_S = 120
 CORRUPTED_FILES = 150
+
+# The conftest ``external_data_model`` fixture: write(folder, location, **fields) -> path.
+Writer = Callable[..., pathlib.Path]
 
 
 def _model(
@@ -75,18 +79,6 @@ def _write(folder: pathlib.Path, model: onnx.ModelProto | bytes) -> pathlib.Path
     path = folder / "model.onnx"
     path.write_bytes(model if isinstance(model, bytes) else model.SerializeToString())
     return path
-
-
-def _external_model(folder: pathlib.Path, location: str, **fields: int) -> pathlib.Path:
-    """``y = Add(w, EyeLike(w))`` with ``w: float[4,4]`` stored at ``location``."""
-    tensor = TensorProto(
-        name="w", data_type=TensorProto.FLOAT, dims=[4, 4], data_location=TensorProto.EXTERNAL
-    )
-    for key, value in {"location": location, **fields}.items():
-        entry = tensor.external_data.add()
-        entry.key, entry.value = key, str(value)
-    nodes = [_eye(["w"], ["e"]), helper.make_node("Add", ["w", "e"], ["y"], name="add")]
-    return _write(folder, _model(nodes, [], [_info("y", [4, 4])], [tensor]))
 
 
 def _deep_if_bytes(depth: int) -> bytes:
@@ -135,43 +127,50 @@ class Case:
     """One hostile file: how to write it and what the error line must mention."""
 
     id: str
-    write: Callable[[pathlib.Path], pathlib.Path]
+    write: Callable[[pathlib.Path, Writer], pathlib.Path]
     mentions: tuple[str, ...]
     options: tuple[str, ...] = ()
     subprocess: bool = False
 
 
-def _link_outside(folder: pathlib.Path) -> pathlib.Path:
+def _link_outside(folder: pathlib.Path, ext: Writer) -> pathlib.Path:
     secret = folder.parent / f"{folder.name}_secret.bin"
     secret.write_bytes(bytes(64))
     (folder / "link.bin").symlink_to(secret)
-    return _external_model(folder, "link.bin")
+    return ext(folder, "link.bin")
+
+
+def _hard_link(folder: pathlib.Path, ext: Writer) -> pathlib.Path:
+    secret = folder.parent / f"{folder.name}_hard.bin"
+    secret.write_bytes(bytes(64))
+    os.link(secret, folder / "hard.bin")
+    return ext(folder, "hard.bin")
 
 
 def _data_file(folder: pathlib.Path, size: int) -> None:
     (folder / "w.bin").write_bytes(bytes(size))
 
 
-def _with_data(size: int, **fields: int) -> Callable[[pathlib.Path], pathlib.Path]:
-    def write(folder: pathlib.Path) -> pathlib.Path:
+def _with_data(size: int, **fields: int) -> Callable[[pathlib.Path, Writer], pathlib.Path]:
+    def write(folder: pathlib.Path, ext: Writer) -> pathlib.Path:
         _data_file(folder, size)
-        return _external_model(folder, "w.bin", **fields)
+        return ext(folder, "w.bin", **fields)
 
     return write
 
 
-def _outside_file(folder: pathlib.Path) -> pathlib.Path:
+def _outside_file(folder: pathlib.Path, ext: Writer) -> pathlib.Path:
     (folder.parent / "outside.bin").write_bytes(bytes(64))
-    return _external_model(folder, "../outside.bin")
+    return ext(folder, "../outside.bin")
 
 
-def _absolute(folder: pathlib.Path) -> pathlib.Path:
+def _absolute(folder: pathlib.Path, ext: Writer) -> pathlib.Path:
     target = folder.parent / f"{folder.name}_abs.bin"
     target.write_bytes(bytes(64))
-    return _external_model(folder, str(target))
+    return ext(folder, str(target))
 
 
-def _branch_rank3(folder: pathlib.Path) -> pathlib.Path:
+def _branch_rank3(folder: pathlib.Path, _: Writer) -> pathlib.Path:
     then_branch = helper.make_graph([_eye(["x"], ["b"])], "then", [], [_info("b", None)])
     else_branch = helper.make_graph(
         [helper.make_node("Identity", ["x"], ["e"])], "else", [], [_info("e", None)]
@@ -183,7 +182,7 @@ def _branch_rank3(folder: pathlib.Path) -> pathlib.Path:
     return _write(folder, _model([node], inputs))
 
 
-def _sample_prefix(folder: pathlib.Path) -> pathlib.Path:
+def _sample_prefix(folder: pathlib.Path, _: Writer) -> pathlib.Path:
     data = (SAMPLES / "static_matmul.onnx").read_bytes()
     return _write(folder, data[: len(data) // 2])
 
@@ -209,59 +208,61 @@ def _redeclared() -> onnx.ModelProto:
 
 
 CASES = [
-    Case("empty-file", lambda d: _write(d, b""), ("not an ONNX model",), subprocess=True),
+    Case("empty-file", lambda d, _: _write(d, b""), ("not an ONNX model",), subprocess=True),
     Case(
         "random-bytes",
-        lambda d: _write(d, np.random.default_rng(7).bytes(4096)),
+        lambda d, _: _write(d, np.random.default_rng(7).bytes(4096)),
         ("not an ONNX model",),
         subprocess=True,
     ),
     Case("truncated", _sample_prefix, ("not an ONNX model",)),
     Case(
         "directory",
-        lambda d: (d / "model.onnx").mkdir() or d / "model.onnx",
+        lambda d, _: (d / "model.onnx").mkdir() or d / "model.onnx",
         ("not a regular file",),
     ),
-    Case("missing", lambda d: d / "model.onnx", ("no such file",)),
+    Case("missing", lambda d, _: d / "model.onnx", ("no such file",)),
     Case(
         "deeply-nested-ifs",
-        lambda d: _write(d, _deep_if_bytes(400)),
+        lambda d, _: _write(d, _deep_if_bytes(400)),
         ("not an ONNX model",),
         subprocess=True,
     ),
-    Case("cycle", lambda d: _write(d, _node_cycle()), ("cycle", "Relu"), subprocess=True),
+    Case("cycle", lambda d, _: _write(d, _node_cycle()), ("cycle", "Relu"), subprocess=True),
     Case(
         "dangling-reference",
-        lambda d: _write(d, _model([_eye(["ghost"])])),
+        lambda d, _: _write(d, _model([_eye(["ghost"])])),
         ("'ghost'", "'eye'", "dangling"),
     ),
-    Case("duplicate-value-names", lambda d: _write(d, _redeclared()), ("'a'", "'second'")),
+    Case("duplicate-value-names", lambda d, _: _write(d, _redeclared()), ("'a'", "'second'")),
     Case(
         "output-never-produced",
-        lambda d: _write(d, _model([_eye(["x"], ["z"])])),
+        lambda d, _: _write(d, _model([_eye(["x"], ["z"])])),
         ("'y'", "not produced"),
     ),
     Case(
         "unknown-operator",
-        lambda d: _write(d, _model([helper.make_node("Whdre", ["x"], ["y"], name="w")])),
+        lambda d, _: _write(d, _model([helper.make_node("Whdre", ["x"], ["y"], name="w")])),
         ("'w'", "'Whdre'"),
     ),
-    Case("eyelike-0-inputs", lambda d: _write(d, _model([_eye([])])), ("'eye'", "0 inputs")),
+    Case(
+        "eyelike-0-inputs", lambda d, _: _write(d, _model([_eye([])])), ("'eye'", "0 inputs")
+    ),
     Case(
         "eyelike-2-inputs",
-        lambda d: _write(d, _model([_eye(["x", "x"])])),
+        lambda d, _: _write(d, _model([_eye(["x", "x"])])),
         ("'eye'", "2 inputs"),
         subprocess=True,
     ),
     Case(
         "eyelike-2-outputs",
-        lambda d: _write(d, _model([_eye(["x"], ["y", "z"])], outputs=[_info("y", None)])),
+        lambda d, _: _write(d, _model([_eye(["x"], ["y", "z"])], outputs=[_info("y", None)])),
         ("'eye'", "2 outputs"),
     ),
     *(
         Case(
             f"dtype-{label}",
-            lambda d, c=code: _write(d, _model([_eye(dtype=c)])),
+            lambda d, _, c=code: _write(d, _model([_eye(dtype=c)])),
             ("'eye'", label),
         )
         for code, label in [
@@ -276,31 +277,31 @@ CASES = [
     ),
     Case(
         "eyelike-unknown-attribute",
-        lambda d: _write(d, _model([_eye(i=1)])),
+        lambda d, _: _write(d, _model([_eye(i=1)])),
         ("'eye'", "'i'"),
     ),
-    Case("k-not-an-int", lambda d: _write(d, _model([_eye(k=1.5)])), ("'eye'", "k")),
+    Case("k-not-an-int", lambda d, _: _write(d, _model([_eye(k=1.5)])), ("'eye'", "k")),
     Case(
         "dtype-not-an-int",
-        lambda d: _write(d, _model([_eye(dtype=1.5)])),
+        lambda d, _: _write(d, _model([_eye(dtype=1.5)])),
         ("'eye'", "dtype"),
     ),
     Case(
         "bfloat16-below-opset-22",
-        lambda d: _write(d, _model([_eye(dtype=TensorProto.BFLOAT16)], opset=21)),
+        lambda d, _: _write(d, _model([_eye(dtype=TensorProto.BFLOAT16)], opset=21)),
         ("'eye'", "BFLOAT16", "22"),
         options=("--no-upgrade",),
     ),
     Case(
         "opset-8",
-        lambda d: _write(d, _model([_eye()], opset=8)),
+        lambda d, _: _write(d, _model([_eye()], opset=8)),
         ("'eye'", "opset 8"),
         options=("--no-upgrade",),
     ),
     *(
         Case(
             f"rank-{len(dims)}",
-            lambda d, s=dims: _write(d, _model([_eye()], [_info("x", s)])),
+            lambda d, _, s=dims: _write(d, _model([_eye()], [_info("x", s)])),
             ("'eye'", f"rank {len(dims)}"),
         )
         for dims in ([], [4], [2, 3, 4])
@@ -311,7 +312,7 @@ CASES = [
     Case("external-symlink-out", _link_outside, ("'w'", "outside"), subprocess=True),
     Case(
         "external-missing-file",
-        lambda d: _external_model(d, "nowhere.bin"),
+        lambda d, ext: ext(d, "nowhere.bin"),
         ("'w'", "does not exist"),
     ),
     Case("external-file-too-short", _with_data(32), ("'w'", "32 bytes")),
@@ -340,12 +341,14 @@ def _assert_one_error_line(code: int, stderr: str, mentions: tuple[str, ...]) ->
         assert text in lines[0], f"{text!r} not in {lines[0]!r}"
 
 
-def _layout(tmp_path: pathlib.Path, case: Case) -> tuple[pathlib.Path, pathlib.Path]:
+def _layout(
+    tmp_path: pathlib.Path, case: Case, ext: Writer
+) -> tuple[pathlib.Path, pathlib.Path]:
     folder = tmp_path / "in"
     folder.mkdir(parents=True)
     out_folder = tmp_path / "out"
     out_folder.mkdir()
-    return case.write(folder), out_folder
+    return case.write(folder, ext), out_folder
 
 
 def _run_in_process(argv: list[str], capsys) -> tuple[int, str]:
@@ -355,8 +358,10 @@ def _run_in_process(argv: list[str], capsys) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_hostile_file_is_refused_in_process(case: Case, tmp_path: pathlib.Path, capsys):
-    model_path, out_folder = _layout(tmp_path, case)
+def test_hostile_file_is_refused_in_process(
+    case: Case, tmp_path: pathlib.Path, capsys, external_data_model
+):
+    model_path, out_folder = _layout(tmp_path, case, external_data_model)
     before = _digests(model_path.parent)
     output = out_folder / "out.onnx"
     started = time.monotonic()
@@ -385,11 +390,13 @@ def _run_subprocess(argv: list[str], cwd: pathlib.Path) -> subprocess.CompletedP
 SUBPROCESS_CASES = [c for c in CASES if c.subprocess]
 
 
-def test_hostile_files_are_refused_by_the_real_command(tmp_path: pathlib.Path):
+def test_hostile_files_are_refused_by_the_real_command(
+    tmp_path: pathlib.Path, external_data_model
+):
     """The same contract through ``python -m eyefold``, several processes at a time."""
     jobs = []
     for case in SUBPROCESS_CASES:
-        model_path, out_folder = _layout(tmp_path / case.id, case)
+        model_path, out_folder = _layout(tmp_path / case.id, case, external_data_model)
         jobs.append((case, model_path, out_folder, _digests(model_path.parent)))
     with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
         results = pool.map(
@@ -406,20 +413,22 @@ def test_hostile_files_are_refused_by_the_real_command(tmp_path: pathlib.Path):
             assert _digests(model_path.parent) == before, case.id
 
 
-def test_hostile_external_data_given_as_relative_path(tmp_path: pathlib.Path):
+def test_hostile_external_data_given_as_relative_path(
+    tmp_path: pathlib.Path, external_data_model
+):
     """A bare file name (cwd = the model's folder) gets the same containment check."""
     folder = tmp_path / "in"
     folder.mkdir()
-    _outside_file(folder)
+    _outside_file(folder, external_data_model)
     result = _run_subprocess(["inspect", "model.onnx"], folder)
     _assert_one_error_line(result.returncode, result.stderr, ("'w'", "outside"))
 
 
-def test_valid_external_data_is_accepted(tmp_path: pathlib.Path, capsys):
+def test_valid_external_data_is_accepted(tmp_path: pathlib.Path, capsys, external_data_model):
     """The positive twin of the external-data cases: inside the folder, right size."""
     folder = tmp_path / "in"
     folder.mkdir()
-    model_path = _with_data(64)(folder)
+    model_path = _with_data(64)(folder, external_data_model)
     output = tmp_path / "out.onnx"
     code, stderr = _run_in_process(["optimize", str(model_path), str(output), "-q"], capsys)
     assert (code, stderr) == (0, "")
