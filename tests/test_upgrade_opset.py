@@ -201,16 +201,14 @@ def corpus_model(opset: int) -> onnx.ModelProto:
     )
 
 
-def linear_upsample_model(opset: int) -> onnx.ModelProto:
-    """Linear Upsample (9) / Resize (10): y / scale coordinates, which Resize-11+ must keep."""
+def resize_model(
+    opset: int, scales: list[float], mode: str, shapes: tuple[list[int], list[int]]
+) -> onnx.ModelProto:
+    """One Upsample (opset 9) or Resize of x (shape ``shapes[0]``) to y (``shapes[1]``)."""
     b = _Builder(opset)
-    b.resize("x", "y", [1.0, 1.0, 3.0, 2.5], "linear")
+    b.resize("x", "y", scales, mode)
     graph = helper.make_graph(
-        b.nodes,
-        "linear",
-        [_float("x", [1, 2, 5, 7])],
-        [_float("y", [1, 2, 15, 17])],
-        b.initializers,
+        b.nodes, "resize", [_float("x", shapes[0])], [_float("y", shapes[1])], b.initializers
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
@@ -351,7 +349,10 @@ def test_corpus_converts_validates_and_matches(source, target):
 
 @pytest.mark.parametrize("source", [9, 10], ids=["Upsample-9", "Resize-10"])
 def test_linear_resize_keeps_its_coordinates_under_onnxruntime(source):
-    original = linear_upsample_model(source)
+    # Linear Upsample (9) / Resize (10) map y to y / scale, which Resize-11+ must keep.
+    original = resize_model(
+        source, [1.0, 1.0, 3.0, 2.5], "linear", ([1, 2, 5, 7], [1, 2, 15, 17])
+    )
     upgraded, modified = _upgrade(original, 22)
     assert modified
     _full_check(upgraded)
@@ -368,33 +369,17 @@ def test_linear_resize_keeps_its_coordinates_under_onnxruntime(source):
 
 
 def test_nearest_resize_with_mixed_scales_is_a_clear_error():
-    b = _Builder(10)
-    b.resize("x", "y", [1.0, 1.0, 2.0, 0.5], "nearest")
-    graph = helper.make_graph(
-        b.nodes,
-        "mixed",
-        [_float("x", [1, 1, 4, 4])],
-        [_float("y", [1, 1, 8, 2])],
-        b.initializers,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 10)])
+    mixed = resize_model(10, [1.0, 1.0, 2.0, 0.5], "nearest", ([1, 1, 4, 4], [1, 1, 8, 2]))
     with pytest.raises(UpgradeError, match=r"rounds down.*--no-upgrade"):
-        _upgrade(model, 22)
+        _upgrade(mixed, 22)
     # Enlarging every axis maps exactly (see the corpus); only the mixed case is refused.
-    b_up = _Builder(10)
-    b_up.resize("x", "y", [1.0, 1.0, 2.0, 3.0], "nearest")
-    graph_up = helper.make_graph(
-        b_up.nodes,
-        "up",
-        [_float("x", [1, 1, 4, 4])],
-        [_float("y", [1, 1, 8, 12])],
-        b_up.initializers,
+    enlarging = resize_model(
+        10, [1.0, 1.0, 2.0, 3.0], "nearest", ([1, 1, 4, 4], [1, 1, 8, 12])
     )
-    model_up = helper.make_model(graph_up, opset_imports=[helper.make_opsetid("", 10)])
-    upgraded, _ = _upgrade(model_up, 22)
-    feeds = _feeds(model_up)
+    upgraded, _ = _upgrade(enlarging, 22)
+    feeds = _feeds(enlarging)
     np.testing.assert_array_equal(
-        _ort_outputs(upgraded, feeds)[0], _ort_outputs(model_up, feeds)[0]
+        _ort_outputs(upgraded, feeds)[0], _ort_outputs(enlarging, feeds)[0]
     )
 
 
