@@ -13,7 +13,6 @@ import contextlib
 import dataclasses
 import os
 import sys
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TextIO
@@ -37,6 +36,8 @@ __all__ = [
 
 # Node lines shown in the optimize summary; the full list is in --report and inspect.
 MAX_NODE_LINES = 20
+# A step that took at least this long keeps its "... done in" line on the terminal.
+LONG_STEP_SECONDS = 0.5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,6 +106,13 @@ class Progress:
             self.stream.flush()
             self._open = True
 
+    def clear(self) -> None:
+        """Erases the progress line (for steps too quick to be worth a line)."""
+        if self.enabled and self._open:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self._open = False
+
     def done(self, message: str | None = None) -> None:
         """Ends the progress line, with a last message if given."""
         if not self.enabled:
@@ -123,7 +131,8 @@ class RunLog:
 
     Attributes:
         progress: where long steps say what they are doing.
-        steps: the command's own steps (load, check, save) in order.
+        timer: times the command's own steps (load, check, save); only its ``steps``
+            list is used.
         before: stats of the input model.
         after: stats of the result.
         check: the ``--check`` outcome, if it ran.
@@ -131,7 +140,7 @@ class RunLog:
     """
 
     progress: Progress = dataclasses.field(default_factory=Progress)
-    steps: list[StepTiming] = dataclasses.field(default_factory=list)
+    timer: Report = dataclasses.field(default_factory=Report)
     before: ModelStats | None = None
     after: ModelStats | None = None
     check: Any = None
@@ -140,22 +149,22 @@ class RunLog:
     @contextlib.contextmanager
     def step(self, name: str, message: str | None = None) -> Iterator[StepTiming]:
         """Times a step; with ``message``, shows it as progress while the step runs."""
-        record = StepTiming(name, 0.0)
         if message is not None:
             self.progress(message)
-        start = time.perf_counter()
         try:
-            yield record
+            with self.timer.step(name) as record:
+                yield record
         finally:
-            record.seconds = time.perf_counter() - start
-            self.steps.append(record)
-            if message is not None:
-                self.progress.done(f"{message} done in {record.seconds:.2f}s")
+            seconds = self.timer.steps[-1].seconds
+            if message is not None and seconds >= LONG_STEP_SECONDS:
+                self.progress.done(f"{message} done in {seconds:.2f}s")
+            elif message is not None:
+                self.progress.clear()
 
     def merge_into(self, report: Report) -> None:
         """Adds the command's steps, stats, check and output to the report."""
-        load = [s for s in self.steps if s.name == "load"]
-        rest = [s for s in self.steps if s.name != "load"]
+        load = [s for s in self.timer.steps if s.name == "load"]
+        rest = [s for s in self.timer.steps if s.name != "load"]
         report.steps[:0] = load
         report.steps.extend(rest)
         if self.before is not None:
@@ -267,11 +276,16 @@ def render_inspect(report: Report, source: str) -> str:
     return "\n".join(lines)
 
 
-def _cell(before: object, after: object, color: bool, lower_is_better: bool) -> str:
+def _cell(before: object, after: object, color: bool, lower_is_better: bool | None) -> str:
+    """Green when the change is an improvement, bold when it is only a change."""
     text = "-" if after is None else str(after)
     if not color or before == after or not isinstance(before, int):
         return text
-    better = isinstance(after, int) and (after < before) == lower_is_better
+    better = (
+        lower_is_better is not None
+        and isinstance(after, int)
+        and (after < before) == lower_is_better
+    )
     return f"\x1b[1;32m{text}\x1b[0m" if better else f"\x1b[1m{text}\x1b[0m"
 
 
@@ -283,12 +297,12 @@ def _before_after(before: ModelStats, after: ModelStats, color: bool) -> list[st
         for op in sorted({*before.ops, *after.ops})
         if before.ops.get(op, 0) != after.ops.get(op, 0)
     ]
-    entries: list[tuple[str, object, object, bool]] = [
+    entries: list[tuple[str, object, object, bool | None]] = [
         (op, before.ops.get(op, 0), after.ops.get(op, 0), True) for op in changed_ops
     ]
     entries += [
-        ("initializers", before.initializers, after.initializers, False),
-        ("opset", before.opset, after.opset, False),
+        ("initializers", before.initializers, after.initializers, None),
+        ("opset", before.opset, after.opset, None),
         ("model bytes", before.bytes, after.bytes, True),
     ]
     for label, old, new, lower in entries:

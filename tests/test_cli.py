@@ -530,7 +530,7 @@ def test_terminal_gets_colour_and_progress(tmp_path: Path) -> None:
             break
         chunks.append(chunk)
     os.close(primary)
-    assert process.wait(timeout=60) == 0
     text = b"".join(chunks).decode()
+    assert process.wait(timeout=60) == 0, text
     assert "loading " in text and "checking the result" in text and "saving " in text
     assert "\x1b[1;32m" in text  # the EyeLike count went down: highlighted
