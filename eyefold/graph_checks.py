@@ -1,10 +1,12 @@
-"""Structural checks on a loaded model: known operators, no dangling references, no cycles.
+"""Structural checks on a loaded model: known ops, no dangling references, no cycles.
 
 onnx-ir resolves a node's inputs by name while it deserializes a graph. A name nothing
 defines (a typo, a value removed by a broken tool) does not fail the load: onnx-ir logs a
 warning and invents an input no graph declares. Nodes that read each other's outputs (a
 cycle) load silently. Left alone, such a model is optimized and saved as if it were
-valid. These checks turn either into one clear error naming the node and value.
+valid. Text that is not UTF-8 and tensors or attributes without a type load too, then
+fail deep inside a pass or the save. These checks turn each into one clear error naming
+the node, value or tensor.
 """
 
 from __future__ import annotations
@@ -115,11 +117,54 @@ def _check_operator(node: ir.Node, scope: Scope) -> None:
         )
 
 
+def _check_text(what: str, texts: dict[str, object]) -> None:
+    """Fails on text fields protobuf handed back as bytes (not UTF-8): they cannot be saved."""
+    for field, text in texts.items():
+        if text is not None and not isinstance(text, str):
+            raise InvalidModelError(f"the {field} of {what} is not valid UTF-8 text: {text!r}")
+
+
+def _check_node(node: ir.Node, scope: Scope) -> None:
+    label = f"{_label(node)} in {scope.path}"
+    _check_text(
+        label,
+        {
+            "name": node.name,
+            "op type": node.op_type,
+            "domain": node.domain,
+            "doc string": node.doc_string,
+            "overload": node.overload,
+        },
+    )
+    for value in node.outputs:
+        _check_text(f"an output of {label}", {"name": value.name})
+    for attr in node.attributes.values():
+        _check_text(f"an attribute of {label}", {"name": attr.name})
+        if attr.type == ir.AttributeType.UNDEFINED:
+            raise InvalidModelError(f"attribute {attr.name!r} of {label} has no type")
+        if attr.type == ir.AttributeType.TENSOR and not attr.is_ref():
+            # .value, not .as_tensor(): its protocol check reads nbytes, which needs a dtype
+            _check_tensor(attr.value, f"attribute {attr.name!r} of {label}")
+
+
+def _check_tensor(tensor: ir.TensorProtocol | None, what: str) -> None:
+    if getattr(tensor, "dtype", None) == ir.DataType.UNDEFINED:
+        raise InvalidModelError(f"tensor {what} has no data type")
+
+
 def _check_scope(scope: Scope) -> None:
     graph = scope.graph
     seen: set[int] = set()
     in_order = True  # topologically sorted graphs (the norm) cannot hold a cycle
+    _check_text(scope.path, {"name": graph.name, "doc string": graph.doc_string})
+    for value in graph.inputs:
+        _check_text(f"an input of {scope.path}", {"name": value.name})
+    if isinstance(graph, ir.Graph):
+        for name, value in graph.initializers.items():
+            _check_text(f"an initializer of {scope.path}", {"name": name})
+            _check_tensor(value.const_value, f"initializer {name!r} in {scope.path}")
     for node in graph:
+        _check_node(node, scope)
         _check_operator(node, scope)
         for value in node.inputs:
             if value is not None and not _is_defined(value):
@@ -154,12 +199,22 @@ def _check_scope(scope: Scope) -> None:
 
 
 def check_structure(model: ir.Model) -> None:
-    """Rejects unknown default-domain ops, dangling references and cycles everywhere.
+    """Rejects what onnx-ir loads but eyefold cannot work on or save, in every scope.
+
+    That is: unknown default-domain ops, dangling references, cycles, text fields that
+    are not UTF-8, attributes without a type and tensors without a data type.
 
     Raises:
-        InvalidModelError: a node reads, or a graph returns, a value that no node, graph
-            input or initializer defines, or nodes depend on each other in a cycle; the
-            message names the node and the value.
+        InvalidModelError: the message names the node, value or tensor.
     """
+    _check_text(
+        "the model",
+        {
+            "producer name": model.producer_name,
+            "producer version": model.producer_version,
+            "domain": model.domain,
+            "doc string": model.doc_string,
+        },
+    )
     for scope in iter_scopes(model):
         _check_scope(scope)
