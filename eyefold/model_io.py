@@ -30,6 +30,7 @@ import os
 import secrets
 from collections.abc import Callable, Iterator
 
+import onnx
 import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
@@ -65,6 +66,9 @@ EXTERNAL_DATA_THRESHOLD_BYTES = 1024
 # Large tensors start at multiples of this offset so runtimes can memory-map them (64 KiB
 # is the Windows mapping granularity; Linux needs the 4 KiB page). Holes stay sparse.
 _ALIGNMENT_BYTES = 1 << 16
+# An existing OUTPUT is parsed to see whether it owns ``OUTPUT.data`` only up to this size:
+# a model that keeps its weights outside is small.
+_OWNER_PARSE_LIMIT_BYTES = 256 << 20
 _ALIGN_ABOVE_BYTES = 1 << 20
 
 Progress = Callable[[str], None]
@@ -291,11 +295,59 @@ def _check_data_target(
         raise ModelIOError(
             f"cannot write {output}: its data file {data_path} would replace the input model"
         )
-    if not own and any(_same_file(p, data_path) for p in external_data_files(model)):
+    read_by_model = any(_same_file(p, data_path) for p in external_data_files(model))
+    if not own and read_by_model:
         raise ModelIOError(
             f"cannot write {output}: its data file {data_path} holds the input's tensors;"
             " choose another OUTPUT name (the data file is named after it)"
         )
+    if (
+        os.path.exists(data_path)
+        and not read_by_model
+        and not _referenced_by(output, data_path)
+    ):
+        raise ModelIOError(
+            f"cannot write {output}: {data_path} exists and is not the data file of"
+            f" {output}; remove it or choose another OUTPUT name"
+        )
+
+
+def _proto_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    yield from graph.initializer
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.HasField("t"):
+                yield attr.t
+            yield from attr.tensors
+            for sub in [attr.g] if attr.HasField("g") else attr.graphs:
+                yield from _proto_tensors(sub)
+
+
+def _referenced_by(model_path: str, data_path: str) -> bool:
+    """Whether the model file at ``model_path`` keeps tensors in ``data_path``.
+
+    Only the model file is parsed (no data is loaded); a missing, unreadable or very large
+    file (a model with inline weights, which then cannot be the owner) answers False.
+    """
+    if (
+        not os.path.isfile(model_path)
+        or os.path.getsize(model_path) > _OWNER_PARSE_LIMIT_BYTES
+    ):
+        return False
+    try:
+        proto = onnx.load(model_path, load_external_data=False)
+    except Exception:  # any unreadable file is simply not the owner
+        return False
+    folder = os.path.dirname(model_path)
+    tensors = [*_proto_tensors(proto.graph)]
+    for function in proto.functions:
+        for node in function.node:
+            tensors.extend(a.t for a in node.attribute if a.HasField("t"))
+    for tensor in tensors:
+        location = next((e.value for e in tensor.external_data if e.key == "location"), None)
+        if location is not None and _same_file(os.path.join(folder, location), data_path):
+            return True
+    return False
 
 
 def _needs_external_data(model: ir.Model, external_data: bool) -> tuple[bool, str]:

@@ -321,11 +321,11 @@ def _run_measured(args: list[str]) -> tuple[subprocess.CompletedProcess[str], in
 
 
 def test_over_2gib_model_round_trip(tmp_path: Path) -> None:
-    """A 2.25 GiB model (sparse weights) in, optimized, out with external data, then in place.
+    """A 3 GiB model (sparse weights) in, optimized, out with external data, then in place.
 
     Peak memory stays far below the model size: weights are copied file to file, never held.
     """
-    tensor_bytes, tensors = 256 << 20, 9
+    tensor_bytes, tensors = 256 << 20, 12  # 3 GiB
     source = tmp_path / "big.onnx"
     _sparse_external_model(source, tensors, tensor_bytes)
     model_digest = _digest(source)
@@ -474,3 +474,31 @@ def test_write_tensor_refuses_data_outside_base_dir(tmp_path: Path) -> None:
         pytest.raises(ValueError, match="outside"),
     ):
         write_tensor(tensor, handle)
+
+
+@pytest.mark.parametrize(
+    "existing_output",
+    [None, "inline-model"],
+    ids=["stray-data-file", "output-does-not-own-it"],
+)
+def test_refuses_a_data_file_output_does_not_own(
+    tmp_path: Path, existing_output: str | None
+) -> None:
+    model, _ = _weighted_model()
+    stray = tmp_path / "o.onnx.data"
+    stray.write_bytes(b"another model's weights")
+    if existing_output:
+        save_model(model, tmp_path / "o.onnx")  # inline: references no data file
+    before = {p.name: _digest(p) for p in tmp_path.iterdir()}
+    with pytest.raises(ModelIOError, match="is not the data file of"):
+        save_model(model, tmp_path / "o.onnx", external_data=True)
+    assert {p.name: _digest(p) for p in tmp_path.iterdir()} == before
+
+
+def test_resaving_over_own_external_data_is_allowed(tmp_path: Path) -> None:
+    model, weight = _weighted_model()
+    save_model(model, tmp_path / "o.onnx", external_data=True)
+    model.graph.initializers["w"].const_value = ir.tensor(weight * 2, name="w")
+    save_model(model, tmp_path / "o.onnx", external_data=True)
+    np.testing.assert_array_equal(_weight_of(tmp_path / "o.onnx"), weight * 2)
+    assert _leftovers(tmp_path) == []
