@@ -364,6 +364,17 @@ def test_inspect_table_is_readable() -> None:
     assert "inferred" in row and "dynamic" in result.stdout
 
 
+def test_inspect_takes_input_shapes() -> None:
+    status, out, _ = cli("inspect", str(SAMPLES / "dynamic_batch.onnx"), "--json")
+    assert status == 0 and json.loads(out)["eyelike"]["inferred"] == 1
+    status, out, _ = cli(
+        "inspect", str(SAMPLES / "dynamic_batch.onnx"), "--json", "--input-shape", "x:5,6"
+    )
+    (node,) = json.loads(out)["nodes"]
+    assert status == 0 and node["action"] == "folded" and node["shape"] == [5, 6]
+    assert cli("inspect", str(SAMPLES / "dynamic_batch.onnx"), "--input-shape", "q:1")[0] == 2
+
+
 HUGE = """
 <ir_version: 10, opset_import: ["" : 22]>
 g (float[1099511627776, 1099511627776] x) => (float[1099511627776, 1099511627776] y) {
