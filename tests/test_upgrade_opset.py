@@ -475,6 +475,33 @@ def test_unchanged_nodes_and_weights_are_kept_not_copied():
     assert relu.graph is model.graph and relu.inputs[0] is weight_value
 
 
+def test_model_over_2gib_upgrades_without_touching_its_weights():
+    # 3 GiB of zero pages: never read, so they stay virtual (no protobuf could hold them).
+    x = ir.Value(name="x", type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([2, 3]))
+    weights = [
+        ir.Value(name=f"w{i}", const_value=ir.tensor(np.zeros(1 << 28, np.float32)))
+        for i in range(3)
+    ]
+    nodes = [
+        ir.node("ReduceSum", [w], attributes={"axes": [0], "keepdims": 1}) for w in weights
+    ]
+    unsqueeze = ir.node("Unsqueeze", [x], attributes={"axes": [0]})
+    outputs = [unsqueeze.outputs[0], *(n.outputs[0] for n in nodes)]
+    graph = ir.Graph(
+        [x], outputs, nodes=[unsqueeze, *nodes], initializers=weights, opset_imports={"": 11}
+    )
+    model = ir.Model(graph, ir_version=6)
+    tensors = [w.const_value for w in weights]
+    assert sum(t.nbytes for t in tensors) == 3 << 30
+    assert UpgradeOpsetPass(22)(model).modified
+    assert model.opset_imports[""] == 22 and model.ir_version == 10
+    kept = [model.graph.initializers[f"w{i}"].const_value for i in range(3)]
+    assert all(a is b for a, b in zip(kept, tensors, strict=True))  # the same objects
+    for node in [unsqueeze, *nodes]:
+        assert "axes" not in node.attributes and len(node.inputs) == 2  # axes became inputs
+        assert node.inputs[1].producer().op_type == "Constant"
+
+
 def _large_constant_model() -> onnx.ModelProto:
     """Weights as Constant nodes (over the inline limit) in the main graph and a function."""
     weight = np.linspace(-1, 1, 64 * 64, dtype=np.float32).reshape(64, 64)
