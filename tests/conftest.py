@@ -5,7 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import onnx_ir as ir
 import pytest
+
+import eyefold
+from eyefold.passes.apply_rules import ApplyEyeLikeRulesPass
 
 
 def _assert_bit_identical(actual: np.ndarray, expected: np.ndarray) -> None:
@@ -48,10 +52,6 @@ def with_ieee_specials() -> Callable[[dict[str, np.ndarray]], dict[str, np.ndarr
 
 
 def _apply_eyelike_rules(text: str, **options: object) -> tuple[object, object, object]:
-    import onnx_ir as ir
-
-    from eyefold.passes.apply_rules import ApplyEyeLikeRulesPass
-
     before = ir.to_proto(ir.from_onnx_text(text))
     model = ir.from_onnx_text(text)
     rules_pass = ApplyEyeLikeRulesPass(**options)  # type: ignore[arg-type]
@@ -95,3 +95,17 @@ def external_data_model() -> Callable[..., object]:
     """Returns ``write(folder, location, **fields) -> path`` of a model whose initializer
     ``w`` (16 floats, 64 bytes) lives in the external data file ``location``."""
     return _external_data_model
+
+
+def _optimize_onnx_text(text: str, **options: object) -> tuple[object, object, object]:
+    before = ir.to_proto(ir.from_onnx_text(text))
+    model = ir.from_onnx_text(text)
+    result = eyefold.optimize_with_report(model, **options)  # type: ignore[arg-type]
+    return before, model, result.report
+
+
+@pytest.fixture(scope="session")
+def optimize_onnx_text() -> Callable[..., tuple[object, object, object]]:
+    """Returns ``run(onnx_text, **optimize_options) -> (original proto, optimized
+    ir.Model, report)``."""
+    return _optimize_onnx_text

@@ -5,7 +5,6 @@ from __future__ import annotations
 import onnx_ir as ir
 import pytest
 
-import eyefold
 from eyefold.testing import assert_same_outputs, check_model_safely, count_ops, random_inputs
 
 RULE = ["cast_eyelike_cast"]
@@ -60,12 +59,10 @@ def test_inner_cast_with_another_user_stays(apply_eyelike_rules):
     assert count_ops(after, "Cast") == 2
 
 
-def test_pipeline_folds_the_collapsed_chain():
-    model = ir.from_onnx_text(_text())
-    original = ir.to_proto(ir.from_onnx_text(_text()))
-    result = eyefold.optimize_with_report(model)
-    assert result.report.extra["rules"]["cast_eyelike_cast"] == 1
-    assert [n.action for n in result.report.nodes] == ["folded"]
+def test_pipeline_folds_the_collapsed_chain(optimize_onnx_text):
+    original, model, report = optimize_onnx_text(_text())
+    assert report.extra["rules"]["cast_eyelike_cast"] == 1
+    assert [n.action for n in report.nodes] == ["folded"]
     assert len(model.graph) == 0
     assert model.graph.outputs[0].const_value.dtype == ir.DataType.BFLOAT16
     assert_same_outputs(original, model)

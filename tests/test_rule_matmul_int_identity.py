@@ -6,7 +6,6 @@ import numpy as np
 import onnx_ir as ir
 import pytest
 
-import eyefold
 from eyefold import kernel
 from eyefold.testing import (
     assert_same_outputs,
@@ -97,18 +96,16 @@ def test_constant_node_identity_in_a_function(apply_eyelike_rules):
     assert_same_outputs(before, after, _extremes(random_inputs(before)))
 
 
-def test_pipeline_folds_then_drops_the_matmul():
+def test_pipeline_folds_then_drops_the_matmul(optimize_onnx_text):
     text = """<ir_version: 10, opset_import: ["" : 22]>
     agraph (int64[4,4] x) => (int64[4,4] y) <int64[4,4] a> {
         a = Neg(x)
         i = EyeLike(x)
         y = MatMul(a, i)
     }"""
-    model = ir.from_onnx_text(text)
-    original = ir.to_proto(ir.from_onnx_text(text))
-    result = eyefold.optimize_with_report(model)
-    assert result.report.extra["rules"]["matmul_int_identity"] == 1
-    assert [n.action for n in result.report.nodes] == ["folded"]
+    original, model, report = optimize_onnx_text(text)
+    assert report.extra["rules"]["matmul_int_identity"] == 1
+    assert [n.action for n in report.nodes] == ["folded"]
     assert [n.op_type for n in model.graph] == ["Neg"] and not model.graph.initializers
     assert_same_outputs(original, model, _extremes(random_inputs(original)))
 

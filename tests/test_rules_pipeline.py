@@ -11,7 +11,9 @@ import onnx_ir as ir
 import pytest
 
 import eyefold
+from eyefold._rule_loading import load_rules
 from eyefold.cli import main
+from eyefold.passes import ApplyEyeLikeRulesPass
 from eyefold.rules import ALL_RULES
 from eyefold.testing import assert_same_outputs, random_inputs
 
@@ -131,3 +133,25 @@ def test_cli_selection_reaches_the_report(tmp_path, args, expected):
     assert status == 0
     assert json.loads(report.read_text())["rules"] == expected
     assert_same_outputs(proto, onnx.load(output))
+
+
+def test_rules_work_with_onnxscripts_own_driver_too():
+    # load_rules() gives plain onnxscript rules; onnxscript's driver and eyefold's pass
+    # must reach the same graph.
+    theirs = ir.from_onnx_text(RULES_TEXT)
+    rule_set = load_rules()
+    assert rule_set is not None
+    for _ in range(3):
+        rule_set.apply_to_model(theirs)
+    ours = ir.from_onnx_text(RULES_TEXT)
+    ApplyEyeLikeRulesPass()(ours)
+
+    def summary(model):
+        return sorted(
+            (n.op_type, tuple(sorted((k, str(a.value)) for k, a in n.attributes.items())))
+            for n in model.graph
+            if n.outputs[0].uses() or n.outputs[0].is_graph_output()
+        )
+
+    assert summary(theirs) == summary(ours)
+    assert [n.op_type for n in ours.graph].count("EyeLike") == 2
