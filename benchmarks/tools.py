@@ -39,12 +39,10 @@ def _onnx_load(path: str):
     return onnx.load(path)
 
 
-def _onnx_save(model, output: str) -> None:
+def _onnx_save(model, output: str, source: str) -> None:
     import onnx
 
-    if model.ByteSize() >= TWO_GIB or any(
-        t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer
-    ):
+    if _is_big(source):  # a ModelProto over 2 GiB cannot be serialized in one piece
         onnx.save_model(
             model, output, save_as_external_data=True, location=_external_name(output)
         )
@@ -69,7 +67,7 @@ def _ir_save(model, output: str, source: str) -> None:
 
 
 def floor_onnx(inp: str, out: str, args: argparse.Namespace) -> dict:
-    _onnx_save(_onnx_load(inp), out)
+    _onnx_save(_onnx_load(inp), out, inp)
     return {}
 
 
@@ -157,7 +155,7 @@ def onnxsim(inp: str, out: str, args: argparse.Namespace) -> dict:
     import onnxsim as sim
 
     model, _ = sim.simplify(_onnx_load(inp), check_n=0)
-    _onnx_save(model, out)
+    _onnx_save(model, out, inp)
     return {}
 
 
@@ -165,14 +163,14 @@ def onnxslim(inp: str, out: str, args: argparse.Namespace) -> dict:
     import onnxslim as slim
 
     model = slim.slim(_onnx_load(inp))
-    _onnx_save(model, out)
+    _onnx_save(model, out, inp)
     return {}
 
 
 def onnxoptimizer(inp: str, out: str, args: argparse.Namespace) -> dict:
     import onnxoptimizer as opt
 
-    _onnx_save(opt.optimize(_onnx_load(inp)), out)
+    _onnx_save(opt.optimize(_onnx_load(inp)), out, inp)
     return {}
 
 
@@ -181,7 +179,7 @@ def graphsurgeon(inp: str, out: str, args: argparse.Namespace) -> dict:
 
     graph = gs.import_onnx(_onnx_load(inp))
     graph.fold_constants().cleanup()
-    _onnx_save(gs.export_onnx(graph), out)
+    _onnx_save(gs.export_onnx(graph), out, inp)
     return {}
 
 
@@ -203,7 +201,7 @@ def onnx_version_converter(inp: str, out: str, args: argparse.Namespace) -> dict
     import onnx.version_converter
 
     model = onnx.version_converter.convert_version(_onnx_load(inp), args.target_opset)
-    _onnx_save(model, out)
+    _onnx_save(model, out, inp)
     return {}
 
 

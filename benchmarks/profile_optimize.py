@@ -1,0 +1,59 @@
+"""Where eyefold.optimize spends its time on a benchmark model (cProfile, in memory).
+
+Usage::
+
+    python benchmarks/profile_optimize.py big_100000 [--size-limit BYTES] [--top 25]
+
+Generates the model if needed, runs ``eyefold.optimize`` once on the in-memory model and
+prints the report's step times, then profiles a second call on a fresh copy and prints the
+top functions by cumulative and by own time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import sys
+import time
+from pathlib import Path
+
+import onnx_ir as ir
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import generate
+
+import eyefold
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model", help="a generate.py model name, e.g. opset9_20000")
+    parser.add_argument("--size-limit", type=int, default=1 << 20)
+    parser.add_argument("--top", type=int, default=25)
+    args = parser.parse_args(argv)
+    path = str(generate.generate(args.model))
+    plain = eyefold.optimize_with_report(ir.load(path), size_limit=args.size_limit)
+    print(f"unprofiled steps on {args.model}:")
+    for step in plain.report.steps:
+        print(f"  {step.name:24s} {step.seconds:8.3f} s")
+    model = ir.load(path)
+    profiler = cProfile.Profile()
+    start = time.perf_counter()
+    profiler.enable()
+    result = eyefold.optimize_with_report(model, size_limit=args.size_limit)
+    profiler.disable()
+    print(f"eyefold.optimize on {args.model}: {time.perf_counter() - start:.3f} s (profiled)")
+    del result
+    for order in ("cumulative", "tottime"):
+        text = io.StringIO()
+        pstats.Stats(profiler, stream=text).sort_stats(order).print_stats(args.top)
+        print(f"--- top {args.top} by {order} ---")
+        print("\n".join(line for line in text.getvalue().splitlines() if line.strip())[:12000])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
