@@ -155,3 +155,21 @@ def test_rules_work_with_onnxscripts_own_driver_too():
 
     assert summary(theirs) == summary(ours)
     assert [n.op_type for n in ours.graph].count("EyeLike") == 2
+
+
+def test_rewriting_in_a_subgraph_leaves_the_opset_tables_alone(apply_eyelike_rules):
+    text = """<ir_version: 10, opset_import: ["" : 22]>
+    agraph (bool c, float[3,3] x) => (int32[3,3] y) {
+        y = If(c) <
+            then_branch = t () => (int32[3,3] a) { e = EyeLike(x)  a = Cast<to=6>(e) },
+            else_branch = f () => (int32[3,3] b) { b = Cast<to=6>(x) }
+        >
+    }"""
+    before, after, rules = apply_eyelike_rules(text)
+    assert rules.hits["cast_to_dtype"] == 1
+    (if_node,) = list(after.graph)
+    assert if_node.attributes["then_branch"].as_graph().opset_imports == {}
+    assert after.opset_imports == {"": 22}
+    feeds = random_inputs(before)
+    for cond in (True, False):
+        assert_same_outputs(before, after, {**feeds, "c": np.array(cond)})

@@ -190,15 +190,38 @@ class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):
     ) -> list[ir.Node]:
         """Applies the first rule that matches at ``node``; returns the next candidates."""
         for spec in self.specs:
+            saved = _snapshot_opsets(model, graph_or_function)
             delta = spec.rule.try_rewrite(model, graph_or_function, node)
             if delta is None:
                 continue
+            _restore_opsets(saved)
             _apply(graph_or_function, node, spec.rule, delta)
             for new_node in delta.new_nodes:
                 new_node.metadata_props[RULE_TAG_KEY] = spec.name
             self.hits[spec.name] += 1
             return _next_candidates(delta.new_nodes, delta.new_outputs)
         return []
+
+
+def _snapshot_opsets(
+    model: ir.Model, graph_or_function: ir.Graph | ir.Function
+) -> list[tuple[dict[str, int], dict[str, int]]]:
+    tables = [model.graph.opset_imports, graph_or_function.opset_imports]
+    return [(table, dict(table)) for table in tables]
+
+
+def _restore_opsets(saved: list[tuple[dict[str, int], dict[str, int]]]) -> None:
+    """Undoes onnxscript's opset bookkeeping for a rewrite.
+
+    ``try_rewrite`` records the default domain with version 1 in any graph that does not
+    import it under the spelling "": every subgraph (which imports nothing) and a model
+    that spells it "ai.onnx". eyefold's rules only emit default-domain ops, which the
+    model already imports, so the tables stay as they were.
+    """
+    for table, before in saved:
+        if table != before:
+            table.clear()
+            table.update(before)
 
 
 def _apply(
