@@ -28,12 +28,20 @@ import dataclasses
 import logging
 import os
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-import onnx
 import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
+from eyefold._model_tensors import (
+    check_external_data,
+    external_data_files,
+    iter_attribute_tensors,
+    iter_initializers,
+    referenced_by,
+    same_file,
+    tensor_bytes,
+)
 from eyefold._sparse_write import write_tensor
 from eyefold.errors import ModelIOError
 from eyefold.graph_checks import check_structure, held_load_warnings
@@ -66,9 +74,6 @@ EXTERNAL_DATA_THRESHOLD_BYTES = 1024
 # Large tensors start at multiples of this offset so runtimes can memory-map them (64 KiB
 # is the Windows mapping granularity; Linux needs the 4 KiB page). Holes stay sparse.
 _ALIGNMENT_BYTES = 1 << 16
-# An existing OUTPUT is parsed to see whether it owns ``OUTPUT.data`` only up to this size:
-# a model that keeps its weights outside is small.
-_OWNER_PARSE_LIMIT_BYTES = 256 << 20
 _ALIGN_ABOVE_BYTES = 1 << 20
 
 Progress = Callable[[str], None]
@@ -128,90 +133,8 @@ def load_model(path: str | os.PathLike[str]) -> ir.Model:
             f"{full_path} is not an ONNX model (ir_version {model.ir_version},"
             f" {len(model.opset_imports)} opset imports)"
         )
-    _check_external_data(model, full_path)
+    check_external_data(model, full_path)
     return model
-
-
-def _external_tensors(model: ir.Model) -> Iterator[ir.ExternalTensor]:
-    for value in _initializers(model):
-        if isinstance(value.const_value, ir.ExternalTensor):
-            yield value.const_value
-    for _, _, tensor in _attribute_tensors(model):
-        if isinstance(tensor, ir.ExternalTensor):
-            yield tensor
-
-
-def _check_external_data(model: ir.Model, model_path: str) -> None:
-    """Fails at load time, with the tensor named, on data files that are unsafe or short.
-
-    Nothing is read: only paths are resolved and file sizes compared. onnx-ir would raise
-    the same containment errors later, in the middle of a pass or a save.
-    """
-    folder = os.path.realpath(os.path.dirname(model_path))
-    for tensor in _external_tensors(model):
-        where = f"{model_path}: tensor {tensor.name!r} has external data {tensor.location!r}"
-        data_path = os.path.realpath(os.path.join(folder, os.fspath(tensor.location)))
-        if os.path.commonpath([folder, data_path]) != folder:
-            raise ModelIOError(f"{where} outside the model's folder {folder}")
-        if not os.path.isfile(data_path):
-            raise ModelIOError(f"{where}, which does not exist")
-        if os.stat(data_path).st_nlink > 1:
-            # As onnx and onnx-ir do: a hard link can put any file inside the folder.
-            raise ModelIOError(
-                f"{where}, a file with {os.stat(data_path).st_nlink} hard links (refused:"
-                " it may be a link to a file outside the folder)"
-            )
-        if tensor.length is not None and tensor.length != tensor.nbytes:
-            raise ModelIOError(
-                f"{where} with length {tensor.length}; its type and shape need"
-                f" {tensor.nbytes} bytes"
-            )
-        if (tensor.offset or 0) < 0:
-            raise ModelIOError(f"{where} at the negative offset {tensor.offset}")
-        end = (tensor.offset or 0) + tensor.nbytes
-        if os.path.getsize(data_path) < end:
-            raise ModelIOError(
-                f"{where}, which is {os.path.getsize(data_path)} bytes; the tensor ends at"
-                f" byte {end}"
-            )
-
-
-def _all_graphs(model: ir.Model) -> Iterator[ir.Graph | ir.Function]:
-    yield from model.graphs()
-    for function in model.functions.values():
-        yield function
-        for node in ir.traversal.RecursiveGraphIterator(function):
-            for attr in node.attributes.values():
-                if attr.type == ir.AttributeType.GRAPH:
-                    yield attr.as_graph()
-                elif attr.type == ir.AttributeType.GRAPHS:
-                    yield from attr.as_graphs()
-
-
-def _initializers(model: ir.Model) -> Iterator[ir.Value]:
-    for graph in model.graphs():
-        for value in graph.initializers.values():
-            if value.const_value is not None:
-                yield value
-
-
-def _attribute_tensors(model: ir.Model) -> Iterator[tuple[ir.Node, str, ir.TensorProtocol]]:
-    for graph in _all_graphs(model):
-        for node in graph:
-            for name, attr in node.attributes.items():
-                if attr.type == ir.AttributeType.TENSOR and not attr.is_ref():
-                    yield node, name, attr.as_tensor()
-
-
-def tensor_bytes(model: ir.Model) -> int:
-    """Bytes of all tensor data: initializers of every graph and Constant-like attributes."""
-    total = sum(value.const_value.nbytes for value in _initializers(model))  # type: ignore[union-attr]
-    return total + sum(tensor.nbytes for _, _, tensor in _attribute_tensors(model))
-
-
-def external_data_files(model: ir.Model) -> list[str]:
-    """Absolute paths of the data files the model's external tensors are read from."""
-    return list({os.path.abspath(tensor.path): None for tensor in _external_tensors(model)})
 
 
 def files_bytes(paths: list[str]) -> int:
@@ -222,15 +145,6 @@ def files_bytes(paths: list[str]) -> int:
 def external_data_name(path: str | os.PathLike[str]) -> str:
     """The data file name eyefold uses for OUTPUT: ``<OUTPUT file name>.data``."""
     return os.path.basename(os.fspath(path)) + ".data"
-
-
-def _same_file(first: str, second: str) -> bool:
-    if os.path.abspath(first) == os.path.abspath(second):
-        return True
-    try:
-        return os.path.samefile(first, second)
-    except OSError:
-        return False
 
 
 def _open_temporary(final_path: str) -> tuple[str, int]:
@@ -290,12 +204,12 @@ def _check_data_target(
     model: ir.Model, output: str, data_path: str, source_path: str | None
 ) -> None:
     """Refuses to replace a data file some other model (the input) still reads from."""
-    own = source_path is not None and _same_file(output, source_path)
-    if source_path is not None and _same_file(data_path, source_path):
+    own = source_path is not None and same_file(output, source_path)
+    if source_path is not None and same_file(data_path, source_path):
         raise ModelIOError(
             f"cannot write {output}: its data file {data_path} would replace the input model"
         )
-    read_by_model = any(_same_file(p, data_path) for p in external_data_files(model))
+    read_by_model = any(same_file(p, data_path) for p in external_data_files(model))
     if not own and read_by_model:
         raise ModelIOError(
             f"cannot write {output}: its data file {data_path} holds the input's tensors;"
@@ -304,50 +218,12 @@ def _check_data_target(
     if (
         os.path.exists(data_path)
         and not read_by_model
-        and not _referenced_by(output, data_path)
+        and not referenced_by(output, data_path)
     ):
         raise ModelIOError(
             f"cannot write {output}: {data_path} exists and is not the data file of"
             f" {output}; remove it or choose another OUTPUT name"
         )
-
-
-def _proto_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
-    yield from graph.initializer
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.HasField("t"):
-                yield attr.t
-            yield from attr.tensors
-            for sub in [attr.g] if attr.HasField("g") else attr.graphs:
-                yield from _proto_tensors(sub)
-
-
-def _referenced_by(model_path: str, data_path: str) -> bool:
-    """Whether the model file at ``model_path`` keeps tensors in ``data_path``.
-
-    Only the model file is parsed (no data is loaded); a missing, unreadable or very large
-    file (a model with inline weights, which then cannot be the owner) answers False.
-    """
-    if (
-        not os.path.isfile(model_path)
-        or os.path.getsize(model_path) > _OWNER_PARSE_LIMIT_BYTES
-    ):
-        return False
-    try:
-        proto = onnx.load(model_path, load_external_data=False)
-    except Exception:  # any unreadable file is simply not the owner
-        return False
-    folder = os.path.dirname(model_path)
-    tensors = [*_proto_tensors(proto.graph)]
-    for function in proto.functions:
-        for node in function.node:
-            tensors.extend(a.t for a in node.attribute if a.HasField("t"))
-    for tensor in tensors:
-        location = next((e.value for e in tensor.external_data if e.key == "location"), None)
-        if location is not None and _same_file(os.path.join(folder, location), data_path):
-            return True
-    return False
 
 
 def _needs_external_data(model: ir.Model, external_data: bool) -> tuple[bool, str]:
@@ -364,7 +240,7 @@ def _needs_external_data(model: ir.Model, external_data: bool) -> tuple[bool, st
 def _inline_attribute_tensors(model: ir.Model) -> list[tuple[ir.Node, str, ir.Attr]]:
     """Loads external tensors held in node attributes (rare) into memory; returns undo info."""
     undo = []
-    for node, name, tensor in list(_attribute_tensors(model)):
+    for node, name, tensor in list(iter_attribute_tensors(model)):
         if isinstance(tensor, ir.ExternalTensor):
             undo.append((node, name, node.attributes[name]))
             loaded = ir.Tensor(tensor.numpy().copy(), dtype=tensor.dtype, name=tensor.name)
@@ -437,7 +313,7 @@ def _externalize(
     """
     values = [
         v
-        for v in _initializers(model)
+        for v in iter_initializers(model)
         if isinstance(v.const_value, ir.ExternalTensor)
         or (
             v.const_value.nbytes > EXTERNAL_DATA_THRESHOLD_BYTES  # type: ignore[union-attr]

@@ -1,0 +1,168 @@
+"""What a model's tensors are and where their data lives, read without loading any data.
+
+Shared by loading (external data checks), saving (which tensors go to the data file, who
+owns an existing data file) and ``--check`` (whether a model fits in memory as one proto).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import onnx
+import onnx_ir as ir
+
+from eyefold.errors import ModelIOError
+
+__all__ = [
+    "check_external_data",
+    "external_data_files",
+    "iter_attribute_tensors",
+    "iter_external_tensors",
+    "iter_initializers",
+    "referenced_by",
+    "same_file",
+    "tensor_bytes",
+]
+
+# An existing OUTPUT is parsed to see whether it owns ``OUTPUT.data`` only up to this size:
+# a model that keeps its weights outside is small.
+_OWNER_PARSE_LIMIT_BYTES = 256 << 20
+
+
+def iter_external_tensors(model: ir.Model) -> Iterator[ir.ExternalTensor]:
+    """Tensors whose data is still in a file: initializers and node attributes."""
+    for value in iter_initializers(model):
+        if isinstance(value.const_value, ir.ExternalTensor):
+            yield value.const_value
+    for _, _, tensor in iter_attribute_tensors(model):
+        if isinstance(tensor, ir.ExternalTensor):
+            yield tensor
+
+
+def check_external_data(model: ir.Model, model_path: str) -> None:
+    """Fails at load time, with the tensor named, on data files that are unsafe or short.
+
+    Nothing is read: only paths are resolved and file sizes compared. onnx-ir would raise
+    the same containment errors later, in the middle of a pass or a save.
+    """
+    folder = os.path.realpath(os.path.dirname(model_path))
+    for tensor in iter_external_tensors(model):
+        where = f"{model_path}: tensor {tensor.name!r} has external data {tensor.location!r}"
+        data_path = os.path.realpath(os.path.join(folder, os.fspath(tensor.location)))
+        if os.path.commonpath([folder, data_path]) != folder:
+            raise ModelIOError(f"{where} outside the model's folder {folder}")
+        if not os.path.isfile(data_path):
+            raise ModelIOError(f"{where}, which does not exist")
+        if os.stat(data_path).st_nlink > 1:
+            # As onnx and onnx-ir do: a hard link can put any file inside the folder.
+            raise ModelIOError(
+                f"{where}, a file with {os.stat(data_path).st_nlink} hard links (refused:"
+                " it may be a link to a file outside the folder)"
+            )
+        if tensor.length is not None and tensor.length != tensor.nbytes:
+            raise ModelIOError(
+                f"{where} with length {tensor.length}; its type and shape need"
+                f" {tensor.nbytes} bytes"
+            )
+        if (tensor.offset or 0) < 0:
+            raise ModelIOError(f"{where} at the negative offset {tensor.offset}")
+        end = (tensor.offset or 0) + tensor.nbytes
+        if os.path.getsize(data_path) < end:
+            raise ModelIOError(
+                f"{where}, which is {os.path.getsize(data_path)} bytes; the tensor ends at"
+                f" byte {end}"
+            )
+
+
+def _all_graphs(model: ir.Model) -> Iterator[ir.Graph | ir.Function]:
+    """The main graph, its subgraphs, every function and the subgraphs inside them."""
+    yield from model.graphs()
+    for function in model.functions.values():
+        yield function
+        for node in ir.traversal.RecursiveGraphIterator(function):
+            for attr in node.attributes.values():
+                if attr.type == ir.AttributeType.GRAPH:
+                    yield attr.as_graph()
+                elif attr.type == ir.AttributeType.GRAPHS:
+                    yield from attr.as_graphs()
+
+
+def iter_initializers(model: ir.Model) -> Iterator[ir.Value]:
+    """Initializers with data, of the main graph and every subgraph."""
+    for graph in model.graphs():
+        for value in graph.initializers.values():
+            if value.const_value is not None:
+                yield value
+
+
+def iter_attribute_tensors(
+    model: ir.Model,
+) -> Iterator[tuple[ir.Node, str, ir.TensorProtocol]]:
+    """(node, attribute name, tensor) for tensor attributes in every graph and function."""
+    for graph in _all_graphs(model):
+        for node in graph:
+            for name, attr in node.attributes.items():
+                if attr.type == ir.AttributeType.TENSOR and not attr.is_ref():
+                    yield node, name, attr.as_tensor()
+
+
+def tensor_bytes(model: ir.Model) -> int:
+    """Bytes of all tensor data: initializers of every graph and Constant-like attributes."""
+    total = sum(value.const_value.nbytes for value in iter_initializers(model))  # type: ignore[union-attr]
+    return total + sum(tensor.nbytes for _, _, tensor in iter_attribute_tensors(model))
+
+
+def external_data_files(model: ir.Model) -> list[str]:
+    """Absolute paths of the data files the model's external tensors are read from."""
+    return list(
+        {os.path.abspath(tensor.path): None for tensor in iter_external_tensors(model)}
+    )
+
+
+def same_file(first: str, second: str) -> bool:
+    """Whether two paths name one file (the same path, or links to one inode)."""
+    if os.path.abspath(first) == os.path.abspath(second):
+        return True
+    try:
+        return os.path.samefile(first, second)
+    except OSError:
+        return False
+
+
+def _proto_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    yield from graph.initializer
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.HasField("t"):
+                yield attr.t
+            yield from attr.tensors
+            for sub in [attr.g] if attr.HasField("g") else attr.graphs:
+                yield from _proto_tensors(sub)
+
+
+def referenced_by(model_path: str, data_path: str) -> bool:
+    """Whether the model file at ``model_path`` keeps tensors in ``data_path``.
+
+    Only the model file is parsed (no data is loaded); a missing, unreadable or very large
+    file (a model with inline weights, which then cannot be the owner) answers False.
+    """
+    if (
+        not os.path.isfile(model_path)
+        or os.path.getsize(model_path) > _OWNER_PARSE_LIMIT_BYTES
+    ):
+        return False
+    try:
+        proto = onnx.load(model_path, load_external_data=False)
+    except Exception:  # any unreadable file is simply not the owner
+        return False
+    folder = os.path.dirname(model_path)
+    tensors = [*_proto_tensors(proto.graph)]
+    for function in proto.functions:
+        for node in function.node:
+            tensors.extend(a.t for a in node.attribute if a.HasField("t"))
+    for tensor in tensors:
+        location = next((e.value for e in tensor.external_data if e.key == "location"), None)
+        if location is not None and same_file(os.path.join(folder, location), data_path):
+            return True
+    return False
