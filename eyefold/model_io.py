@@ -252,7 +252,7 @@ def check_output_path(path: str | os.PathLike[str]) -> str:
     """Fails early, before any work, when ``path`` cannot be written; returns it absolute.
 
     Raises:
-        ModelIOError: its folder does not exist or it is a folder.
+        ModelIOError: its folder does not exist or cannot be written, or it is a folder.
     """
     output = os.path.abspath(os.fspath(path))
     folder = os.path.dirname(output)
@@ -260,6 +260,9 @@ def check_output_path(path: str | os.PathLike[str]) -> str:
         raise ModelIOError(f"cannot write {output}: folder {folder} does not exist")
     if os.path.isdir(output):
         raise ModelIOError(f"cannot write {output}: it is a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        # Temporary files are created in the folder, so it must be writable.
+        raise ModelIOError(f"cannot write {output}: folder {folder} is not writable")
     return output
 
 
@@ -270,7 +273,10 @@ def write_text(path: str | os.PathLike[str], text: str) -> None:
         ModelIOError: the write fails.
     """
     target = check_output_path(path)
-    temp_path, fd = _open_temporary(target)
+    try:
+        temp_path, fd = _open_temporary(target)
+    except OSError as error:
+        raise ModelIOError(f"cannot write {target}: {error}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
