@@ -9,13 +9,21 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import eyefold
 from eyefold._rule_loading import load_rules
 from eyefold.cli import main
+from eyefold.eyelike_types import EYELIKE_TYPES_OPSET_22
 from eyefold.passes import ApplyEyeLikeRulesPass
 from eyefold.rules import ALL_RULES
-from eyefold.testing import assert_same_outputs, random_inputs
+from eyefold.testing import (
+    assert_same_outputs,
+    check_model_safely,
+    random_inputs,
+    run_reference,
+)
 
 SAMPLES = pathlib.Path(__file__).resolve().parent.parent / "sample_models"
 SAMPLE_FILES = sorted(SAMPLES.glob("*.onnx"))
@@ -173,3 +181,72 @@ def test_rewriting_in_a_subgraph_leaves_the_opset_tables_alone(apply_eyelike_rul
     feeds = random_inputs(before)
     for cond in (True, False):
         assert_same_outputs(before, after, {**feeds, "c": np.array(cond)})
+
+
+_CHAIN_TYPES = sorted(EYELIKE_TYPES_OPSET_22, key=lambda t: t.value)
+_NEG_TYPES = {
+    ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.BFLOAT16,
+    ir.DataType.INT8, ir.DataType.INT16, ir.DataType.INT32, ir.DataType.INT64,
+}  # fmt: skip
+
+
+@st.composite
+def _eyelike_chains(draw):
+    """A random chain of Cast/EyeLike/Transpose/Neg/Identity on x, with an EyeLike in it."""
+    opset = draw(st.sampled_from([21, 22]))
+    types = [t for t in _CHAIN_TYPES if opset >= 22 or t != ir.DataType.BFLOAT16]
+    rows, cols = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    if draw(st.booleans()):
+        cols = rows
+    dtype, lines, value = ir.DataType.FLOAT, [], "x"
+    ops = draw(st.lists(st.sampled_from(["Cast", "EyeLike", "Transpose", "Neg", "Identity"]),
+                        min_size=1, max_size=5))  # fmt: skip
+    if "EyeLike" not in ops:
+        ops.insert(draw(st.integers(0, len(ops))), "EyeLike")
+    for index, op in enumerate(ops):
+        out = f"v{index}"
+        if op == "Cast":
+            dtype = draw(st.sampled_from(types))
+            lines.append(f"{out} = Cast<to={dtype.value}>({value})")
+        elif op == "EyeLike":
+            k = draw(st.integers(-3, 3))
+            attributes = f"k={k}"
+            if draw(st.booleans()):
+                dtype = draw(st.sampled_from(types))
+                attributes += f", dtype={dtype.value}"
+            lines.append(f"{out} = EyeLike<{attributes}>({value})")
+        elif op == "Transpose":
+            rows, cols = cols, rows
+            lines.append(f"{out} = Transpose<perm=[1, 0]>({value})")
+        elif op == "Neg" and dtype in _NEG_TYPES:
+            lines.append(f"{out} = Neg({value})")
+        else:
+            lines.append(f"{out} = Identity({value})")
+        value = out
+    shape = draw(st.sampled_from([f"{rows},{cols}", "?,?"]))
+    x_dims = f"{cols},{rows}" if ops.count("Transpose") % 2 else f"{rows},{cols}"
+    body = "\n        ".join(lines)
+    return f"""<ir_version: 10, opset_import: ["" : {opset}]>
+    agraph (float[{x_dims}] x) => ({dtype.name.lower()}[{shape}] {value}) {{
+        {body}
+    }}"""
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=_eyelike_chains())
+def test_random_eyelike_chains_keep_their_bits(text):
+    before = ir.to_proto(ir.from_onnx_text(text))
+    model = ir.from_onnx_text(text)
+    ApplyEyeLikeRulesPass()(model)
+    check_model_safely(model)
+    feeds = _with_specials(random_inputs(before, seed=2))
+    (expected,) = run_reference(before, feeds)
+    (actual,) = run_reference(model, feeds)
+    assert actual.dtype == expected.dtype and actual.tobytes() == expected.tobytes(), text
+    assert len(model.graph) <= len(before.graph.node)
+
+
+def _with_specials(feeds):
+    x = feeds["x"].reshape(-1)
+    x[: min(4, x.size)] = np.array([np.nan, np.inf, -np.inf, -0.0], np.float32)[: x.size]
+    return feeds
