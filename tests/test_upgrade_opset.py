@@ -712,6 +712,38 @@ def test_function_attribute_reference_on_an_unchanged_op_is_kept():
     _assert_same_outputs(model, upgraded)
 
 
+def test_eyelike_taking_k_and_dtype_from_function_attributes_is_kept():
+    node = helper.make_node("EyeLike", ["a"], ["out"])
+    for name in ("k", "dtype"):
+        reference = onnx.AttributeProto(name=name, ref_attr_name=name)
+        reference.type = onnx.AttributeProto.INT
+        node.attribute.append(reference)
+    function = helper.make_function(
+        FUNCTION_DOMAIN,
+        "Eye",
+        ["a"],
+        ["out"],
+        [node],
+        [helper.make_opsetid("", 9)],
+        ["k", "dtype"],
+    )
+    call = helper.make_node("Eye", ["x"], ["y"], domain=FUNCTION_DOMAIN, k=1)
+    call.attribute.append(helper.make_attribute("dtype", TensorProto.DOUBLE))
+    y = helper.make_tensor_value_info("y", TensorProto.DOUBLE, [3, 4])
+    graph = helper.make_graph([call], "eye_ref", [_float("x", [3, 4])], [y])
+    opsets = [helper.make_opsetid("", 9), helper.make_opsetid(FUNCTION_DOMAIN, 1)]
+    model = helper.make_model(graph, opset_imports=opsets, functions=[function])
+    upgraded, modified = _upgrade(model, 22)
+    assert modified
+    (kept,) = upgraded.functions[0].node
+    assert [(a.name, a.ref_attr_name) for a in kept.attribute] == [
+        ("k", "k"),
+        ("dtype", "dtype"),
+    ]
+    _full_check(upgraded)
+    _assert_same_outputs(model, upgraded)
+
+
 # ---------------------------------------------------------------- pipeline and CLI
 
 

@@ -116,7 +116,7 @@ def _merge_subgraph_attribute(
     old: onnx.AttributeProto,
     new: onnx.AttributeProto,
     scope: MutableMapping[str, ir.Value],
-    opaque: Mapping[tuple[str, ...], onnx.NodeProto],
+    opaque: Mapping[tuple[str, ...], onnx.NodeProto | None],
 ) -> int:
     ir_attr = node.attributes[new.name]
     if new.type == onnx.AttributeProto.GRAPH:
@@ -137,7 +137,7 @@ def _patch(
     old: onnx.NodeProto,
     new: onnx.NodeProto,
     scope: MutableMapping[str, ir.Value],
-    opaque: Mapping[tuple[str, ...], onnx.NodeProto],
+    opaque: Mapping[tuple[str, ...], onnx.NodeProto | None],
 ) -> int:
     """Makes ``node`` (serialized as ``old``) match ``new``; returns nodes changed."""
     changed = 0
@@ -176,7 +176,7 @@ def _merge_graph(
     before: onnx.GraphProto,
     after: onnx.GraphProto,
     scope: MutableMapping[str, ir.Value],
-    opaque: Mapping[tuple[str, ...], onnx.NodeProto],
+    opaque: Mapping[tuple[str, ...], onnx.NodeProto | None],
 ) -> int:
     """Makes ``body`` match ``after``; returns the number of nodes changed or added."""
     position_of = {}

@@ -8,8 +8,9 @@ segfaults on an EyeLike with a ``dtype`` whose input type is unknown. So each gr
 * initializers and ``Constant`` tensors over :data:`INLINE_TENSOR_LIMIT_BYTES` become typed
   graph inputs (shape inference needs only their type; the data is never serialized);
 * every EyeLike becomes a stand-in with the same output type and shape: ``Cast(x, to=dtype)``
-  when it has a ``dtype``, else ``Identity(x)``. EyeLike-9 and EyeLike-22 differ only in
-  allowing bfloat16, so the converter has nothing to do to them;
+  when it has a ``dtype``, else (or when the dtype is a function attribute) ``Identity(x)``.
+  EyeLike-9 and EyeLike-22 differ only in allowing bfloat16, so the converter has nothing
+  to do to them, and the stand-ins also go to onnx's checker afterwards;
 * nodes taking an attribute from the function's attributes (``ref_attr_name``) are passed
   through unchanged when their op has no newer version up to the target, because the
   converter silently drops such references; otherwise the conversion stops with an error.
@@ -53,14 +54,16 @@ class BodyConversion:
         before: the ModelProto handed to the converter (stand-ins in place).
         after: the converter's result.
         opaque: output-name tuples of the nodes the converter must not change (EyeLike
-            stand-ins, attribute-reference nodes), mapped to their original NodeProto.
+            stand-ins, nodes with attribute references), mapped to the NodeProto the
+            checked copy of the result must hold instead of the converter's (None: the
+            converter's is right).
     """
 
     body: ir.Graph | ir.Function
     nodes: list[ir.Node]
     before: onnx.ModelProto
     after: onnx.ModelProto
-    opaque: dict[tuple[str, ...], onnx.NodeProto]
+    opaque: dict[tuple[str, ...], onnx.NodeProto | None]
 
 
 def iter_proto_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
@@ -106,7 +109,7 @@ def _has_newer_version(op_type: str, source: int, target: int) -> bool:
 
 def _mark_opaque(
     graph: onnx.GraphProto,
-    opaque: dict[tuple[str, ...], onnx.NodeProto],
+    opaque: dict[tuple[str, ...], onnx.NodeProto | None],
     where: str | None,
     versions: tuple[int, int],
 ) -> None:
@@ -117,16 +120,21 @@ def _mark_opaque(
     """
     for node in graph.node:
         if node.op_type == "EyeLike" and node.domain in DEFAULT_DOMAINS:
-            original = onnx.NodeProto()
-            original.CopyFrom(node)
             dtype = next((a for a in node.attribute if a.name == "dtype"), None)
             del node.attribute[:]
-            if dtype is not None:
-                node.op_type = "Cast"
-                node.attribute.append(onnx.helper.make_attribute("to", dtype.i))
-            else:
-                node.op_type = "Identity"
-            opaque[tuple(node.output)] = original
+            node.op_type = "Identity" if dtype is None else "Cast"
+            if dtype is None or not dtype.ref_attr_name:
+                if dtype is not None:
+                    node.attribute.append(onnx.helper.make_attribute("to", dtype.i))
+                opaque[tuple(node.output)] = None
+                continue
+            # dtype from a function attribute: Cast(to=@dtype), which the converter damages
+            # (it drops references), so the checked copy gets this stand-in back.
+            to = node.attribute.add(name="to", ref_attr_name=dtype.ref_attr_name)
+            to.type = onnx.AttributeProto.INT
+            stand_in = onnx.NodeProto()
+            stand_in.CopyFrom(node)
+            opaque[tuple(node.output)] = stand_in
         elif where is not None and node.domain in DEFAULT_DOMAINS:
             if not any(a.ref_attr_name for a in node.attribute):
                 continue
@@ -190,7 +198,7 @@ def convert_body(
     hidden_ids = {id(node) for node in hidden}
     nodes = [node for node in body if id(node) not in hidden_ids]
     graph = _body_proto(body, nodes, hidden)
-    opaque: dict[tuple[str, ...], onnx.NodeProto] = {}
+    opaque: dict[tuple[str, ...], onnx.NodeProto | None] = {}
     known: set[str] = set()
     in_function = where if isinstance(body, ir.Function) else None
     for subgraph in iter_proto_graphs(graph):
