@@ -245,6 +245,16 @@ def _write_report(report: Report, path: str) -> None:
     write_text(path, json.dumps(report.to_dict(), indent=2) + "\n")
 
 
+def _one_line(message: str) -> str:
+    """The message on one line, whatever names a hostile file holds.
+
+    Whitespace runs (line breaks too) become one space; other control characters are
+    escaped.
+    """
+    flat = " ".join(message.split())
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in flat)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command line; returns the exit status (0 ok, 1 error, 2 usage)."""
     parser = _build_parser()
@@ -266,14 +276,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EyefoldError as error:
         if args.verbose:
             traceback.print_exc()
-        print(f"eyefold: error: {error}", file=sys.stderr)
+        print(f"eyefold: error: {_one_line(str(error))}", file=sys.stderr)
         return 1
     except Exception as error:  # a bug or an input nobody anticipated: still one line
         if args.verbose:
             traceback.print_exc()
         print(
-            f"eyefold: error: internal error ({type(error).__name__}: {error});"
-            " run with -v for the traceback",
+            f"eyefold: error: internal error ({type(error).__name__}:"
+            f" {_one_line(str(error))}); run with -v for the traceback",
             file=sys.stderr,
         )
         return 1

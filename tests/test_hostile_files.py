@@ -274,6 +274,13 @@ CASES = [
         ("'k'", "'eye'", "no type"),
     ),
     Case(
+        "names-with-line-breaks",
+        lambda d, _: _write(
+            d, _model([helper.make_node("Re\nlu\x0b", ["x"], ["y"], name="two\nlines\x1c")])
+        ),
+        ("no operator", "two"),
+    ),
+    Case(
         "unknown-operator",
         lambda d, _: _write(d, _model([helper.make_node("Whdre", ["x"], ["y"], name="w")])),
         ("'w'", "'Whdre'"),
