@@ -232,12 +232,12 @@ def _checkable_model(
 ) -> onnx.ModelProto:
     """The converted model (or with ``target`` None, the original) for onnx's checker.
 
-    Built from the protos handed to and returned by the converter, so no weight is
-    serialized.
+    Built from (and in) the protos handed to and returned by the converter, so no weight
+    is serialized and the main graph is not copied; the write-back reads only their graphs.
     """
     main, *functions = conversions
-    proto = onnx.ModelProto()
-    proto.CopyFrom(main.before if target is None else main.after)
+    proto = main.before if target is None else main.after
+    del proto.functions[:]
     proto.ir_version = ir_version
     _restore_references(proto.graph, main)
     del proto.opset_import[:]
