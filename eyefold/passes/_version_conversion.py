@@ -92,10 +92,15 @@ def _is_large_constant(node: ir.Node) -> bool:
 def _typed_input(value: ir.Value, tensor: ir.TensorProtocol | None) -> onnx.ValueInfoProto:
     """A graph input declaring ``value``, typed from its tensor when the value is not."""
     proto = ir.serde.serialize_value(value)
-    if tensor is not None and not proto.type.tensor_type.elem_type:
-        proto.type.tensor_type.elem_type = tensor.dtype.value
+    if tensor is None:
+        return proto
+    tensor_type = proto.type.tensor_type
+    if not tensor_type.elem_type:
+        tensor_type.elem_type = tensor.dtype.value
+    if not tensor_type.HasField("shape"):
+        tensor_type.shape.SetInParent()
         for dim in tensor.shape.numpy():
-            proto.type.tensor_type.shape.dim.add().dim_value = int(dim)
+            tensor_type.shape.dim.add().dim_value = int(dim)
     return proto
 
 
