@@ -794,6 +794,29 @@ def test_cli_upgrade_failure_exits_1_and_writes_nothing(tmp_path):
     assert _opset(onnx.load(out)) == 13
 
 
+def test_eyelike_with_dtype_on_an_untyped_input_does_not_crash_onnx(tmp_path):
+    # onnx's shape inference (which its converter and checker run) segfaults on such an
+    # EyeLike; the upgrade hands onnx stand-ins only. A subprocess shows a crash as -11.
+    nodes = [
+        helper.make_node("Opaque", ["x"], ["u"], domain="pkg.custom"),
+        helper.make_node("EyeLike", ["u"], ["y"], dtype=TensorProto.FLOAT),
+    ]
+    graph = helper.make_graph(nodes, "untyped", [_float("x", [3, 3])], [_float("y", [3, 3])])
+    opsets = [helper.make_opsetid("", 11), helper.make_opsetid("pkg.custom", 1)]
+    source = tmp_path / "untyped.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=opsets), source)
+    out = tmp_path / "out.onnx"
+    completed = _cli("optimize", str(source), str(out), "-q")
+    assert completed.returncode == 0, completed.stderr
+    upgraded = onnx.load(out)
+    assert _opset(upgraded) == 22
+    (eye,) = [n for n in upgraded.graph.node if n.op_type == "EyeLike"]
+    assert helper.get_attribute_value(eye.attribute[0]) == TensorProto.FLOAT
+    kept = _cli("optimize", str(source), str(out), "-q", "--no-upgrade")
+    assert kept.returncode == 0, kept.stderr
+    assert _opset(onnx.load(out)) == 11
+
+
 def test_cli_target_opset_and_report(tmp_path):
     from eyefold.cli import main
 
