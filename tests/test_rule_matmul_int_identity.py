@@ -160,3 +160,17 @@ def test_graph_input_feeding_graph_output_keeps_both_names(apply_eyelike_rules):
     assert [v.name for v in after.graph.outputs] == ["y", "a_out"]
     assert [v.name for v in after.graph.inputs] == ["a"]
     assert_same_outputs(before, after, _extremes(random_inputs(before)))
+
+
+def test_identity_with_another_user_stays_for_it(apply_eyelike_rules):
+    text = """<ir_version: 10, opset_import: ["" : 22]>
+    agraph (int64[3,3] x) => (int64[3,3] y, int64[3,3] z) <int64[3,3] a> {
+        a = Neg(x)
+        i = EyeLike(x)
+        y = MatMul(a, i)
+        z = Add(x, i)
+    }"""
+    before, after, rules = apply_eyelike_rules(text, rules=RULE)
+    assert rules.hits["matmul_int_identity"] == 1
+    assert sorted(n.op_type for n in after.graph) == ["Add", "EyeLike", "Neg"]
+    assert_same_outputs(before, after, _extremes(random_inputs(before)))
