@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 from onnx import helper
 
 import eyefold
+from eyefold.passes.fold_eye_like import DEFAULT_SIZE_LIMIT_BYTES
 from eyefold.testing import (
     assert_same_outputs,
     check_model_safely,
@@ -39,7 +40,8 @@ from eyefold.testing import (
     run_onnxruntime,
 )
 
-# Models per run, split between the default pipeline (opset upgrade on) and --no-upgrade.
+# Models per run: two thirds through the default pipeline (opset upgrade on), one third
+# with --no-upgrade and random other options.
 FUZZ_EXAMPLES = int(os.environ.get("EYEFOLD_FUZZ_EXAMPLES", "300"))
 
 FUZZ_SETTINGS = settings(
@@ -449,6 +451,8 @@ def _check_invariants(original: onnx.ModelProto, **options: object) -> None:
     assert _bytes(again) == _bytes(once), "two runs differ (not deterministic)"
     twice = eyefold.optimize(once, **options)
     assert _bytes(twice) == _bytes(once), "optimizing again changed the model"
+    in_place = eyefold.optimize(ir.serde.deserialize_model(copy.deepcopy(original)), **options)
+    assert _bytes(ir.to_proto(in_place)) == _bytes(once), "ir.Model and ModelProto differ"
 
 
 @FUZZ_SETTINGS
@@ -457,10 +461,21 @@ def test_fuzz_optimize_keeps_meaning(model: onnx.ModelProto):
     _check_invariants(model)
 
 
+# Other pipeline options: sizes on both sides of small EyeLike outputs, no folding, and
+# legalization for onnxruntime (EyeLike types it lacks become a supported one + Cast).
+OPTIONS = st.fixed_dictionaries(
+    {
+        "size_limit": st.sampled_from([0, 48, DEFAULT_SIZE_LIMIT_BYTES]),
+        "fold": st.booleans(),
+        "target_runtime": st.sampled_from([None, "onnxruntime"]),
+    }
+)
+
+
 @settings(FUZZ_SETTINGS, max_examples=max(1, FUZZ_EXAMPLES // 3))
-@given(models())
-def test_fuzz_optimize_without_upgrade_keeps_meaning(model: onnx.ModelProto):
-    _check_invariants(model, upgrade=False)
+@given(models(), OPTIONS)
+def test_fuzz_optimize_with_options_keeps_meaning(model: onnx.ModelProto, options: dict):
+    _check_invariants(model, upgrade=False, **options)
 
 
 def test_generator_covers_every_placement_and_source():
@@ -590,3 +605,24 @@ def test_literal_attributes_in_functions_still_fold():
     result = eyefold.optimize_with_report(copy.deepcopy(model))
     assert [n.action for n in result.report.nodes] == ["folded"]
     _check_invariants(model)
+
+
+@pytest.mark.parametrize(
+    "attributes",
+    ["<k: int = 0>", "<dtype: int = 11, k: int = 1>", "<k: int = 1, dtype: int = 11>", ""],
+    ids=["explicit-k0", "dtype-then-k", "k-then-dtype", "defaults"],
+)
+@pytest.mark.parametrize("runtime", [None, "onnxruntime"], ids=["plain", "legalized"])
+def test_rerun_is_byte_identical_whatever_the_attribute_form(attributes, runtime):
+    """Regression: a legalized EyeLike kept an explicit k=0 and its attribute order, but a
+    second run folds the casts back (rules) and re-legalizes in the rules' form."""
+    model = onnx.parser.parse_model(
+        f"""<ir_version: 10, opset_import: ["" : 22]>
+        g (bool[3,4] x) => (y) {{ y = EyeLike {attributes} (x) }}"""
+    )
+    options = {"fold": False, "target_runtime": runtime}
+    once = eyefold.optimize(copy.deepcopy(model), **options)
+    if runtime is not None:
+        assert once.graph.node[0].op_type == "Cast"  # it was legalized
+    assert _bytes(eyefold.optimize(copy.deepcopy(once), **options)) == _bytes(once)
+    assert_same_outputs(model, once)

@@ -183,8 +183,14 @@ class _FreshNames:
         return name
 
 
-def _cast_node(source: ir.Value, output: ir.Value, beside: ir.Node, role: str) -> ir.Node:
-    """``Cast(source, to=output's type)``, named after the EyeLike it sits ``beside``."""
+def _cast_node(
+    source: ir.Value, output: ir.Value, beside: ir.Node, role: str, base: str
+) -> ir.Node:
+    """``Cast(source, to=output's type)``, named after the EyeLike it sits ``beside``.
+
+    An unnamed EyeLike lends its output's name (``base``) instead: left unnamed, the Cast
+    would get a name from the graph's counter, which a second run would not reproduce.
+    """
     assert output.dtype is not None
     return ir.Node(
         "",
@@ -192,7 +198,7 @@ def _cast_node(source: ir.Value, output: ir.Value, beside: ir.Node, role: str) -
         [source],
         attributes=[ir.AttrInt64("to", output.dtype)],
         outputs=[output],
-        name=f"{beside.name}__eyefold_{role}" if beside.name else None,
+        name=f"{beside.name or base}__eyefold_{role}",
         metadata_props={LEGALIZED_FOR_KEY: beside.metadata_props[LEGALIZED_FOR_KEY]},
     )
 
@@ -213,11 +219,16 @@ def _rewrite(
             type=ir.TensorType(plan.input_type),
             shape=None if source.shape is None else ir.Shape(source.shape),
         )
-        scope.graph.insert_before(node, _cast_node(source, cast_out, node, "cast_input"))
+        scope.graph.insert_before(node, _cast_node(source, cast_out, node, "cast_input", base))
         node.replace_input_with(0, cast_out)
-    if plan.dtype is None:
-        node.attributes.pop("dtype", None)
-    else:
+    # Written as the rules write an EyeLike (k unless 0, then dtype): they fold these
+    # casts back on a second run and this pass re-expands them, and that run must give
+    # the same bytes.
+    k = node.attributes.pop("k", None)
+    node.attributes.pop("dtype", None)
+    if k is not None and (k.is_ref() or k.type != ir.AttributeType.INT or k.value != 0):
+        node.attributes["k"] = k
+    if plan.dtype is not None:
         node.attributes["dtype"] = ir.AttrInt64("dtype", plan.dtype)
     if plan.eyelike_output == plan.output_type:
         return
@@ -231,7 +242,7 @@ def _rewrite(
     )
     result.name = names.fresh(f"{base}__eyefold_{plan.eyelike_output.name.lower()}")
     result.type = ir.TensorType(plan.eyelike_output)
-    scope.graph.insert_after(node, _cast_node(result, final, node, "cast_output"))
+    scope.graph.insert_after(node, _cast_node(result, final, node, "cast_output", base))
     for user, index in users:
         user.replace_input_with(index, final)
     outputs = scope.graph.outputs
