@@ -430,9 +430,25 @@ def models(draw) -> onnx.ModelProto:
     ir_version = helper.find_min_ir_version_for(opsets[:1])
     if builder.functions:
         ir_version = max(ir_version, 8)  # model-local functions need IR 8
-    return helper.make_model(
+    model = helper.make_model(
         graph, opset_imports=opsets, ir_version=ir_version, functions=builder.functions
     )
+    if draw(st.booleans()):
+        _strip_node_names(model)  # exporters often leave nodes unnamed
+    return model
+
+
+def _strip_node_names(model: onnx.ModelProto) -> None:
+    def strip(nodes) -> None:
+        for node in nodes:
+            node.ClearField("name")
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    strip(attr.g.node)
+
+    strip(model.graph.node)
+    for function in model.functions:
+        strip(function.node)
 
 
 def _bytes(model: onnx.ModelProto) -> bytes:
