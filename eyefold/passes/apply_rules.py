@@ -5,7 +5,8 @@ seconds on graphs of a few thousand nodes. Every eyefold pattern contains an Eye
 or a constant identity matrix, and its root (the node whose output it replaces) is that
 EyeLike or one of its direct consumers. So this pass collects those candidate roots in
 one linear walk, tries the rules only there, and after each rewrite only the new nodes
-and their consumers: the cost grows with the number of EyeLike nodes, not the graph.
+and their consumers: beyond that walk, the cost grows with the number of EyeLike nodes
+and identity constants, not with the graph.
 Rewrites use the rules' own ``try_rewrite`` and onnx-ir's
 ``replace_nodes_and_values``, as onnxscript's driver does.
 """
