@@ -70,6 +70,7 @@ SOURCES = (
     "constant",
     "constant_of_shape",
     "shape_chain",
+    "torch_chain",
     "cast",
     "transpose",
     "identity",
@@ -168,7 +169,8 @@ def _eye_specs(draw, opset: int) -> _EyeSpec:
     dtype = draw(st.one_of(st.none(), st.sampled_from(_valid_types(opset))))
     source = draw(st.sampled_from(SOURCES))
     k = draw(st.one_of(st.integers(-6, 6), st.sampled_from(HUGE_KS)))
-    dims = draw(_dims(symbolic=source in ("input", "shape_chain", "cast", "transpose")))
+    symbolic = source in ("input", "shape_chain", "torch_chain", "cast", "transpose")
+    dims = draw(_dims(symbolic=symbolic))
     output_type = dtype if dtype is not None else input_type
     consumers = ["output", "identity", "transpose", "cast_relu", "cast_matmul"]
     if output_type in _arith_types(opset):
@@ -192,6 +194,32 @@ def _emit_constant(
         helper.make_node("Constant", [], [name], name=b.name("constant"), value=tensor)
     )
     return name
+
+
+def _emit_torch_shape(b: _Builder, spec: _EyeSpec, nodes: list[onnx.NodeProto]) -> str:
+    """torch.onnx's ``eye(x.size(0), x.size(1))`` shape: Shape -> Gather -> Unsqueeze ->
+    Concat; Unsqueeze takes ``axes`` as an attribute below opset 13, as an input from 13."""
+    shape = b.name("shape")
+    source = b.add_input("s", onnx.TensorProto.FLOAT, list(spec.dims))
+    nodes.append(helper.make_node("Shape", [source], [shape], name=b.name("shape")))
+    pieces = []
+    for axis in (0, 1):
+        index = _emit_constant(b, nodes, "index", ir.DataType.INT64, np.array(axis))
+        size, piece = b.name("size"), b.name("piece")
+        nodes.append(helper.make_node("Gather", [shape, index], [size], name=b.name("gather")))
+        if b.opset < 13:
+            nodes.append(
+                helper.make_node("Unsqueeze", [size], [piece], name=b.name("unsq"), axes=[0])
+            )
+        else:
+            axes = _emit_constant(b, nodes, "axes", ir.DataType.INT64, np.array([0]))
+            nodes.append(
+                helper.make_node("Unsqueeze", [size, axes], [piece], name=b.name("unsq"))
+            )
+        pieces.append(piece)
+    both = b.name("dims")
+    nodes.append(helper.make_node("Concat", pieces, [both], name=b.name("concat"), axis=0))
+    return both
 
 
 def _emit_source(b: _Builder, spec: _EyeSpec, nodes: list[onnx.NodeProto], rng) -> str:
@@ -219,7 +247,9 @@ def _emit_source(b: _Builder, spec: _EyeSpec, nodes: list[onnx.NodeProto], rng) 
                 name=b.name("shape"),
             )
         )
-    if spec.source in ("constant_of_shape", "shape_chain"):
+    elif spec.source == "torch_chain":
+        shape = _emit_torch_shape(b, spec, nodes)
+    if spec.source in ("constant_of_shape", "shape_chain", "torch_chain"):
         out = b.name("zeros")
         nodes.append(
             helper.make_node(
