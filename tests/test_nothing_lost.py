@@ -68,29 +68,46 @@ def _sha256(path: pathlib.Path) -> str:
     return digest.hexdigest()
 
 
-def _start(source: pathlib.Path, output: pathlib.Path) -> subprocess.Popen:
+EYEFOLD = [sys.executable, "-m", "eyefold", "optimize"]
+# What a non-atomic saver does: write OUTPUT in place. Used to show the kill test catches it.
+NAIVE_COPY = [
+    sys.executable,
+    "-c",
+    "import shutil, sys; shutil.copyfile(sys.argv[1], sys.argv[2])",
+]
+
+
+def _start(
+    source: pathlib.Path, output: pathlib.Path, command: list[str] = EYEFOLD
+) -> subprocess.Popen:
+    extra = ["-q"] if command is EYEFOLD else []
     return subprocess.Popen(
-        [sys.executable, "-m", "eyefold", "optimize", str(source), str(output), "-q"],
+        [*command, str(source), str(output), *extra],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
 
 
-def _kill_mid_save(source: pathlib.Path, output: pathlib.Path) -> bool:
+def _kill_mid_save(
+    source: pathlib.Path, output: pathlib.Path, command: list[str] = EYEFOLD
+) -> bool:
     """Runs optimize and SIGKILLs it while a new file in OUTPUT's folder is being written.
 
     Returns False when the run finished before a partial file could be seen.
     """
     folder = output.parent
     existing = {entry.name for entry in os.scandir(folder)}
-    process = _start(source, output)
+    old_size = output.stat().st_size if output.exists() else 0
+    process = _start(source, output, command)
     deadline = time.monotonic() + TIMEOUT_S
     try:
         while process.poll() is None and time.monotonic() < deadline:
+            # A new file (eyefold's temporary), or OUTPUT itself growing (a naive writer).
             growing = [
                 entry
                 for entry in os.scandir(folder)
-                if entry.name not in existing and entry.name != output.name
+                if entry.name not in existing
+                or (entry.name == output.name and entry.stat().st_size > old_size)
             ]
             if any(entry.stat().st_size >= STARTED_BYTES for entry in growing):
                 process.send_signal(signal.SIGKILL)
@@ -104,10 +121,12 @@ def _kill_mid_save(source: pathlib.Path, output: pathlib.Path) -> bool:
             process.wait()
 
 
-def _kill_until_caught(source: pathlib.Path, output: pathlib.Path, reset) -> None:
+def _kill_until_caught(
+    source: pathlib.Path, output: pathlib.Path, reset, command: list[str] = EYEFOLD
+) -> None:
     for _ in range(ATTEMPTS):
         reset()
-        if _kill_mid_save(source, output):
+        if _kill_mid_save(source, output, command):
             return
     pytest.fail(f"never caught a save in progress in {ATTEMPTS} runs")
 
@@ -130,6 +149,17 @@ def test_kill_mid_save_leaves_the_old_output(big_model: pathlib.Path, tmp_path: 
     _kill_until_caught(big_model, output, lambda: output.write_bytes(old))
     assert output.read_bytes() == old
     assert _visible(tmp_path) == ["out.onnx"]
+
+
+def test_the_kill_test_catches_a_writer_that_is_not_atomic(
+    big_model: pathlib.Path, tmp_path: pathlib.Path
+):
+    """The negative twin: killed the same way, an in-place copy leaves a partial OUTPUT."""
+    output = tmp_path / "out.onnx"
+    old = _model(4).SerializeToString()
+    _kill_until_caught(big_model, output, lambda: output.write_bytes(old), NAIVE_COPY)
+    assert output.read_bytes() != old
+    assert 0 < output.stat().st_size < big_model.stat().st_size
 
 
 def test_kill_mid_save_onto_the_input_leaves_the_input(tmp_path: pathlib.Path, big_model):
