@@ -502,6 +502,44 @@ def test_model_over_2gib_upgrades_without_touching_its_weights():
         assert node.inputs[1].producer().op_type == "Constant"
 
 
+def test_loop_body_is_upgraded():
+    body = _Builder(9)
+    body.axes_op("Unsqueeze", "acc", "acc_3d", [0])
+    body.axes_op("ReduceSum", "acc_3d", "acc_2d", [0], keepdims=0)
+    body.add("EyeLike", ["acc_2d"], ["eye"], k=1)
+    body.add("Add", ["acc_2d", "eye"], ["acc_out"])
+    body.add("Identity", ["cond"], ["cond_out"])
+    bool_scalar = helper.make_tensor_value_info("cond", TensorProto.BOOL, [])
+    loop_body = helper.make_graph(
+        body.nodes,
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []), bool_scalar,
+         _float("acc", [3, 3])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         _float("acc_out", [3, 3])],
+    )  # fmt: skip
+    loop = helper.make_node("Loop", ["trips", "go", "x"], ["y"], body=loop_body)
+    go = numpy_helper.from_array(np.array(True), "go")
+    trips = numpy_helper.from_array(np.array(3, dtype=np.int64), "trips")
+    graph = helper.make_graph(
+        [
+            helper.make_node("Constant", [], ["go"], value=go),
+            helper.make_node("Constant", [], ["trips"], value=trips),
+            loop,
+        ],
+        "loop",
+        [_float("x", [3, 3])],
+        [_float("y", [3, 3])],
+    )
+    original = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)])
+    upgraded, modified = _upgrade(original, 22)
+    assert modified
+    _full_check(upgraded)
+    inner = upgraded.graph.node[2].attribute[0].g
+    assert "axes" not in {a.name for n in inner.node for a in n.attribute}
+    assert _assert_same_outputs(original, upgraded) == {"reference", "onnxruntime"}
+
+
 def _large_constant_model() -> onnx.ModelProto:
     """Weights as Constant nodes (over the inline limit) in the main graph and a function."""
     weight = np.linspace(-1, 1, 64 * 64, dtype=np.float32).reshape(64, 64)
