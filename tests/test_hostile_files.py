@@ -281,6 +281,12 @@ CASES = [
         ("no operator", "two"),
     ),
     Case(
+        "huge-fold-asked-for",
+        lambda d, _: _write(d, _model([_eye()], [_info("x", [2**40, 2**40])])),
+        ("'eye'", "cannot allocate", str(2**80 * 4)),
+        options=("--size-limit", str(10**30)),
+    ),
+    Case(
         "unknown-operator",
         lambda d, _: _write(d, _model([helper.make_node("Whdre", ["x"], ["y"], name="w")])),
         ("'w'", "'Whdre'"),

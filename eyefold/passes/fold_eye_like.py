@@ -7,7 +7,8 @@ import logging
 import onnx_ir as ir
 
 from eyefold import kernel
-from eyefold.passes._analysis import EyeLikeFacts, analyze_eyelike
+from eyefold.errors import SizeLimitError
+from eyefold.passes._analysis import EyeLikeFacts, analyze_eyelike, node_label
 from eyefold.passes._scopes import Scope, is_eyelike, iter_scopes
 
 __all__ = ["DEFAULT_SIZE_LIMIT_BYTES", "FoldEyeLikePass", "graph_inputs_feeding"]
@@ -70,7 +71,12 @@ def _fold(scope: Scope, facts: EyeLikeFacts) -> None:
     node = facts.node
     rows_cols = facts.static_dims
     assert rows_cols is not None and facts.dtype is not None
-    array = kernel.eye(*rows_cols, k=facts.k, dtype=facts.dtype)
+    try:
+        array = kernel.eye(*rows_cols, k=facts.k, dtype=facts.dtype)
+    except SizeLimitError as error:  # a size limit above what memory can hold
+        raise SizeLimitError(
+            f"EyeLike node {node_label(node)} in {scope.path}: {error}"
+        ) from None
     output = node.outputs[0]
     name = output.name
     source = node.inputs[0]
