@@ -1,4 +1,4 @@
-"""Structural checks on a loaded model: known ops, no dangling references, no cycles.
+"""Structural checks on a loaded model: no dangling references, no cycles, savable text.
 
 onnx-ir resolves a node's inputs by name while it deserializes a graph. A name nothing
 defines (a typo, a value removed by a broken tool) does not fail the load: onnx-ir logs a
@@ -15,11 +15,10 @@ import contextlib
 import logging
 from collections.abc import Iterator
 
-import onnx
 import onnx_ir as ir
 
 from eyefold.errors import InvalidModelError
-from eyefold.passes._scopes import DEFAULT_DOMAINS, Scope, iter_scopes, subgraphs_of
+from eyefold.passes._scopes import Scope, iter_scopes, subgraphs_of
 
 __all__ = ["check_structure", "held_load_warnings"]
 
@@ -104,19 +103,6 @@ def _find_cycle(graph: ir.Graph | ir.Function) -> ir.Node | None:
     return None
 
 
-def _check_operator(node: ir.Node, scope: Scope) -> None:
-    """Rejects default-domain ops that do not exist at the opset in force (garbage names)."""
-    if node.domain not in DEFAULT_DOMAINS or scope.opset is None:
-        return
-    if scope.opset > onnx.defs.onnx_opset_version():
-        return  # newer than the installed onnx knows: nothing to compare with
-    if not isinstance(node.op_type, str) or not onnx.defs.has(node.op_type, scope.opset):
-        raise InvalidModelError(
-            f"{_label(node)} in {scope.path}: no operator {node.op_type!r} exists in the"
-            f" default domain at opset {scope.opset}"
-        )
-
-
 def _check_text(what: str, texts: dict[str, object]) -> None:
     """Fails on text fields protobuf handed back as bytes (not UTF-8): they cannot be saved."""
     for field, text in texts.items():
@@ -165,7 +151,6 @@ def _check_scope(scope: Scope) -> None:
             _check_tensor(value.const_value, f"initializer {name!r} in {scope.path}")
     for node in graph:
         _check_node(node, scope)
-        _check_operator(node, scope)
         for value in node.inputs:
             if value is not None and not _is_defined(value):
                 raise InvalidModelError(
@@ -201,8 +186,10 @@ def _check_scope(scope: Scope) -> None:
 def check_structure(model: ir.Model) -> None:
     """Rejects what onnx-ir loads but eyefold cannot work on or save, in every scope.
 
-    That is: unknown default-domain ops, dangling references, cycles, text fields that
-    are not UTF-8, attributes without a type and tensors without a data type.
+    That is: dangling references, cycles, text fields that are not UTF-8, attributes
+    without a type and tensors without a data type. Unknown op types are not errors:
+    old exporters wrote experimental ops (ImageScaler, Crop...) that onnx has since
+    dropped but runtimes still run.
 
     Raises:
         InvalidModelError: the message names the node, value or tensor.

@@ -276,20 +276,9 @@ CASES = [
     Case(
         "names-with-line-breaks",
         lambda d, _: _write(
-            d, _model([helper.make_node("Re\nlu\x0b", ["x"], ["y"], name="two\nlines\x1c")])
+            d, _model([helper.make_node("Re\nlu\x0b", ["ghost"], ["y"], name="two\nlines")])
         ),
-        ("no operator", "two"),
-    ),
-    Case(
-        "huge-fold-asked-for",
-        lambda d, _: _write(d, _model([_eye()], [_info("x", [2**40, 2**40])])),
-        ("'eye'", "cannot allocate", str(2**80 * 4)),
-        options=("--size-limit", str(10**30)),
-    ),
-    Case(
-        "unknown-operator",
-        lambda d, _: _write(d, _model([helper.make_node("Whdre", ["x"], ["y"], name="w")])),
-        ("'w'", "'Whdre'"),
+        ("'ghost'", "Re lu", "two\\nlines"),
     ),
     Case(
         "eyelike-0-inputs", lambda d, _: _write(d, _model([_eye([])])), ("'eye'", "0 inputs")
@@ -541,6 +530,24 @@ def test_small_declared_shape_is_folded(tmp_path: pathlib.Path, capsys):
     code = main(["inspect", str(path), "--json"])
     (node,) = json.loads(capsys.readouterr().out)["nodes"]
     assert (code, node["bytes"], node["action"]) == (0, 64, "folded")
+
+
+def test_ops_onnx_dropped_are_not_refused(tmp_path: pathlib.Path, capsys):
+    """Old exporters wrote experimental ops (ImageScaler) that onnx removed; still served.
+
+    Without the upgrade: onnx's version converter knows no schema to convert them with.
+    """
+    nodes = [
+        helper.make_node("ImageScaler", ["x"], ["s"], name="scaler", scale=2.0),
+        _eye(["x"], ["e"]),
+        helper.make_node("Add", ["s", "e"], ["y"], name="add"),
+    ]
+    path = _write(tmp_path, _model(nodes, outputs=[_info("y", [4, 4])], opset=9))
+    output = tmp_path / "out.onnx"
+    argv = ["optimize", str(path), str(output), "-q", "--no-upgrade"]
+    code, stderr = _run_in_process(argv, capsys)
+    assert (code, stderr) == (0, "")
+    assert [n.op_type for n in onnx.load(output).graph.node] == ["ImageScaler", "Add"]
 
 
 def test_eyelike_dtype_after_custom_op_does_not_crash(tmp_path: pathlib.Path):
