@@ -722,7 +722,8 @@ def _function_with_reference(op: str, attr: str, opset: int) -> onnx.ModelProto:
         [attr],
     )
     call = helper.make_node("Ref", ["x"], ["y"], domain=FUNCTION_DOMAIN)
-    call.attribute.append(helper.make_attribute(attr, 0.5 if op == "Shrink" else 0))
+    value = {"Shrink": 0.5, "Cast": TensorProto.FLOAT}.get(op, 0)
+    call.attribute.append(helper.make_attribute(attr, value))
     graph = helper.make_graph([call], "ref", [_float("x", [3, 4])], [_float("y", [3, 4])])
     return helper.make_model(
         graph,
@@ -735,19 +736,47 @@ def _function_with_reference(op: str, attr: str, opset: int) -> onnx.ModelProto:
 
 
 def test_function_attribute_reference_on_a_changed_op_is_an_error_naming_the_function():
-    model = _function_with_reference("Softmax", "axis", 11)
-    with pytest.raises(UpgradeError, match=r"function pkg\.corpus::Ref.*Softmax.*11 to 22"):
-        _upgrade(model, 22)
+    for op, attr, opset in (("Softmax", "axis", 11), ("Cast", "to", 18)):  # both converters
+        model = _function_with_reference(op, attr, opset)
+        pattern = rf"function pkg\.corpus::Ref.*{op}.*{opset} to 22.*--no-upgrade"
+        with pytest.raises(UpgradeError, match=pattern):
+            _upgrade(model, 22)
 
 
-def test_function_attribute_reference_on_an_unchanged_op_is_kept():
-    model = _function_with_reference("Shrink", "bias", 11)  # Shrink has one version, 9
+@pytest.mark.parametrize("opset", [11, 18], ids=["onnx-converter", "onnxscript-converter"])
+def test_function_attribute_reference_on_an_unchanged_op_is_kept(opset):
+    model = _function_with_reference("Shrink", "bias", opset)  # Shrink has one version, 9
     upgraded, modified = _upgrade(model, 22)
     assert modified
     (node,) = upgraded.functions[0].node
     assert node.attribute[0].ref_attr_name == "bias"
     _full_check(upgraded)
     _assert_same_outputs(model, upgraded)
+
+
+def _group_normalization_model() -> onnx.ModelProto:
+    """GroupNormalization-18: scale and bias per group (21 made them per channel)."""
+    scale = numpy_helper.from_array(np.array([1.0, 2.0], dtype=np.float32), "scale")
+    bias = numpy_helper.from_array(np.array([0.5, -0.5], dtype=np.float32), "bias")
+    node = helper.make_node("GroupNormalization", ["x", "scale", "bias"], ["y"], num_groups=2)
+    graph = helper.make_graph(
+        [node], "gn", [_float("x", [2, 4, 3])], [_float("y", [2, 4, 3])], [scale, bias]
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+
+
+def test_group_normalization_18_keeps_its_per_group_scale():
+    original = _group_normalization_model()
+    upgraded, modified = _upgrade(original, 22)
+    assert modified
+    _full_check(upgraded)
+    assert _assert_same_outputs(original, upgraded) == {"reference", "onnxruntime"}
+    # onnx's C++ converter alone only bumps the version: per-group scale, per-channel op.
+    plain = onnx.version_converter.convert_version(original, 22)
+    (node,) = plain.graph.node
+    assert list(node.input) == ["x", "scale", "bias"]
+    with pytest.raises(TypeError, match=r"Issues with types"):  # scale [2] vs 4 channels
+        ReferenceEvaluator(plain).run(None, _feeds(original))
 
 
 def test_eyelike_taking_k_and_dtype_from_function_attributes_is_kept():

@@ -1,4 +1,4 @@
-"""Run onnx's C++ version converter on one graph body without copying its weights.
+"""Run the version converters on one graph body without copying its weights.
 
 onnx.version_converter works on a ModelProto (2 GiB protobuf limit), keeps only the main
 graph (model-local functions are dropped) and runs onnx's shape inference first, which
@@ -8,24 +8,28 @@ segfaults on an EyeLike with a ``dtype`` whose input type is unknown. So each gr
 * initializers and ``Constant`` tensors over :data:`INLINE_TENSOR_LIMIT_BYTES` become typed
   graph inputs (shape inference needs only their type; the data is never serialized);
 * every EyeLike becomes a stand-in with the same output type and shape: ``Cast(x, to=dtype)``
-  when it has a ``dtype``, else (or when the dtype is a function attribute) ``Identity(x)``.
-  EyeLike-9 and EyeLike-22 differ only in allowing bfloat16, so the converter has nothing
-  to do to them, and the stand-ins also go to onnx's checker afterwards;
+  when it has a ``dtype`` (``to=@dtype`` when that is a function attribute), else
+  ``Identity(x)``. EyeLike-9 and EyeLike-22 differ only in allowing bfloat16, so the
+  converters have nothing to do to them, and the stand-ins also go to onnx's checker;
 * nodes taking an attribute from the function's attributes (``ref_attr_name``) are passed
   through unchanged when their op has no newer version up to the target, because the
-  converter silently drops such references; otherwise the conversion stops with an error.
+  C++ converter silently drops such references (and onnxscript's refuses them); otherwise
+  the conversion stops with an error.
 
-Nodes the converter did not change are recognized afterwards by their serialized bytes and
-kept as they are (see ``_proto_writeback``).
+From opset 18 the same weightless proto goes through onnxscript's converter instead (see
+:func:`_convert`). Nodes the converters did not change are recognized afterwards by their
+serialized bytes and kept as they are (see ``_proto_writeback``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Iterator
 
 import onnx
 import onnx_ir as ir
+from onnxscript.version_converter import _version_converter
 
 from eyefold.errors import UpgradeError
 from eyefold.passes._scopes import DEFAULT_DOMAINS
@@ -36,6 +40,11 @@ __all__ = [
     "convert_body",
     "iter_proto_graphs",
 ]
+
+# onnxscript's converter works natively from opset 18 up to its newest adapter table.
+_NATIVE_MIN_OPSET = _version_converter.SUPPORTED_MIN_ONNX_OPSET
+_NATIVE_MAX_OPSET = _version_converter.SUPPORTED_MAX_ONNX_OPSET
+_HIDDEN_DOMAIN = "pkg.eyefold.hidden"
 
 # Tensors up to this size travel with the graph handed to the converter, so its shape
 # inference can read Reshape targets and the like; larger ones are declared as typed inputs.
@@ -212,19 +221,90 @@ def convert_body(
     before = onnx.ModelProto(ir_version=ir_version, graph=graph)
     for domain, version in opset_imports.items():
         before.opset_import.add(domain=domain, version=version)
-    try:
-        after = onnx.version_converter.convert_version(before, target)
-    except Exception as error:  # onnx raises RuntimeError, ValueError or its own types
-        detail = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
-        raise UpgradeError(
-            f"{where}: onnx's version converter failed from opset {source} to {target}:"
-            f" {detail}; run with --no-upgrade to keep opset {source}"
-        ) from None
+    after = _convert(before, source, target, where)
     upsamples = _upsample_inputs(before.graph) if source < 11 else set()
     for converted in iter_proto_graphs(after.graph):
         _new_initializers_to_constants(converted, known)
         _keep_resize_10_coordinates(converted, source, where, upsamples)
     return BodyConversion(body, nodes, before, after, opaque)
+
+
+def _convert(before: onnx.ModelProto, source: int, target: int, where: str) -> onnx.ModelProto:
+    """Converts with onnxscript's converter from opset 18, else with onnx's C++ one.
+
+    onnx's C++ converter registers a plain version bump for GroupNormalization 20 -> 21
+    after the adapter that turns per-group scale and bias into per-channel ones, so its
+    output computes something else; onnxscript's converter adapts it.
+    """
+    reached = source
+    proto = before
+    if source >= _NATIVE_MIN_OPSET:
+        reached = min(target, _NATIVE_MAX_OPSET)
+        proto = _convert_with_onnxscript(before, source, reached, where)
+    if reached == target:
+        return proto
+    try:
+        return onnx.version_converter.convert_version(proto, target)
+    except Exception as error:  # onnx raises RuntimeError, ValueError or its own types
+        text = str(error).strip()
+        detail = text.splitlines()[0] if text else repr(error)
+        raise UpgradeError(
+            f"{where}: onnx's version converter failed from opset {reached} to {target}:"
+            f" {detail}; run with --no-upgrade to keep opset {source}"
+        ) from None
+
+
+class _Collect(logging.Handler):
+    """Keeps the log records of one call (onnxscript logs, and skips, nodes it fails on)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def _convert_with_onnxscript(
+    before: onnx.ModelProto, source: int, target: int, where: str
+) -> onnx.ModelProto:
+    """Runs onnxscript's converter on a weightless copy of ``before``.
+
+    Its public ``ConvertVersionPass`` first inlines every model-local function, so the
+    converter itself is called, on the weightless proto (never on the user's model). Nodes
+    with attribute references, which it refuses, are hidden in a private domain (they were
+    checked to need no conversion) and put back afterwards.
+    """
+    model = ir.serde.deserialize_model(before)
+    hidden = [
+        node
+        for node in model.graph.all_nodes()
+        if node.domain in DEFAULT_DOMAINS and any(a.is_ref() for a in node.attributes.values())
+    ]
+    domains = [node.domain for node in hidden]
+    for node in hidden:
+        node.domain = _HIDDEN_DOMAIN
+    collect = _Collect()
+    converter_logger = logging.getLogger(_version_converter.__name__)
+    propagate = converter_logger.propagate
+    converter_logger.addHandler(collect)
+    converter_logger.propagate = False  # its warnings become our error, not stderr noise
+    try:
+        _version_converter.convert_version(model, target_version=target)
+        failure = collect.messages[0] if collect.messages else None
+    except Exception as error:  # VersionConverterError, or an adapter's own failure
+        failure = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+    finally:
+        converter_logger.removeHandler(collect)
+        converter_logger.propagate = propagate
+    if failure is not None:
+        raise UpgradeError(
+            f"{where}: onnxscript's version converter failed from opset {source} to"
+            f" {target}: {failure}; run with --no-upgrade to keep opset {source}"
+        )
+    for node, domain in zip(hidden, domains, strict=True):
+        node.domain = domain
+    return ir.serde.serialize_model(model)
 
 
 def _new_initializers_to_constants(graph: onnx.GraphProto, known: set[str]) -> None:

@@ -1,14 +1,16 @@
 """Upgrade a whole model (main graph, subgraphs, model-local functions) to a newer opset.
 
-The conversion itself is onnx's C++ version converter, which has an adapter for every
-operator change from opset 1 to the newest opset onnx knows. eyefold hands it each graph
-body separately and without its weights (see ``_version_conversion``), writes back only the
-nodes it changed (see ``_proto_writeback``), raises ``ir_version`` to the minimum the new
-opset needs, and validates the result with ``onnx.checker.check_model(full_check=True)``
-before touching the model: a failed upgrade leaves the model as it was.
+The conversion itself is done by the well-kept converters: onnxscript's from opset 18 (up
+to the newest opset it has adapters for), onnx's C++ converter below that and beyond it.
+eyefold hands them each graph body separately and without its weights (see
+``_version_conversion``), writes back only the nodes they changed (see
+``_proto_writeback``), raises ``ir_version`` to the minimum the new opset needs, and
+validates the result with ``onnx.checker.check_model(full_check=True)`` before touching the
+model: a failed upgrade leaves the model as it was.
 
-onnxscript's ``ConvertVersionPass`` is not used: it inlines every model-local function
-first, and below opset 18 it calls the same C++ converter on a whole-model round trip.
+onnxscript's ``ConvertVersionPass`` itself is not used: it inlines every model-local
+function first, and below opset 18 it calls the same C++ converter on a whole-model round
+trip.
 """
 
 from __future__ import annotations
