@@ -706,9 +706,35 @@ def test_converter_failure_names_the_op_and_leaves_the_model_alone():
     assert ir.serde.serialize_model(model).SerializeToString(deterministic=True) == before
 
 
-def _function_with_reference(op: str, attr: str, opset: int) -> onnx.ModelProto:
-    """A function whose ``op`` takes ``attr`` from the function's own attribute."""
-    node = helper.make_node(op, ["a"], ["out"])
+def _grid_sample_nodes(x: str, out: str) -> list[onnx.NodeProto]:
+    """GridSample-19 (mode "bilinear", renamed "linear" at 20) of a [3, 4] ``x``."""
+    tensors = {
+        "shape4": np.array([1, 1, 3, 4], dtype=np.int64),
+        "shape2": np.array([3, 4], dtype=np.int64),
+        "grid": np.linspace(-0.8, 0.8, 24, dtype=np.float32).reshape(1, 3, 4, 2),
+    }
+    constants = [
+        helper.make_node("Constant", [], [name], value=numpy_helper.from_array(array, name))
+        for name, array in tensors.items()
+    ]
+    return [
+        *constants,
+        helper.make_node("Reshape", [x, "shape4"], ["x4"]),
+        helper.make_node("GridSample", ["x4", "grid"], ["sampled"], mode="bilinear"),
+        helper.make_node("Reshape", ["sampled", "shape2"], [out]),
+    ]
+
+
+def _function_with_reference(
+    op: str, attr: str, opset: int, *, grid_sample: bool = False
+) -> onnx.ModelProto:
+    """A function whose ``op`` takes ``attr`` from the function's own attribute.
+
+    ``grid_sample`` puts a GridSample-19 first, for which onnxscript's converter has an
+    adapter (so that converter handles the body).
+    """
+    prefix = _grid_sample_nodes("a", "a_sampled") if grid_sample else []
+    node = helper.make_node(op, ["a_sampled" if grid_sample else "a"], ["out"])
     reference = onnx.AttributeProto(name=attr, ref_attr_name=attr)
     reference.type = onnx.AttributeProto.FLOAT if op == "Shrink" else onnx.AttributeProto.INT
     node.attribute.append(reference)
@@ -717,7 +743,7 @@ def _function_with_reference(op: str, attr: str, opset: int) -> onnx.ModelProto:
         "Ref",
         ["a"],
         ["out"],
-        [node],
+        [*prefix, node],
         [helper.make_opsetid("", opset)],
         [attr],
     )
@@ -736,22 +762,37 @@ def _function_with_reference(op: str, attr: str, opset: int) -> onnx.ModelProto:
 
 
 def test_function_attribute_reference_on_a_changed_op_is_an_error_naming_the_function():
-    for op, attr, opset in (("Softmax", "axis", 11), ("Cast", "to", 18)):  # both converters
-        model = _function_with_reference(op, attr, opset)
+    cases = (("Softmax", "axis", 11, False), ("Cast", "to", 19, True))  # both converters
+    for op, attr, opset, grid_sample in cases:
+        model = _function_with_reference(op, attr, opset, grid_sample=grid_sample)
         pattern = rf"function pkg\.corpus::Ref.*{op}.*{opset} to 22.*--no-upgrade"
         with pytest.raises(UpgradeError, match=pattern):
             _upgrade(model, 22)
 
 
-@pytest.mark.parametrize("opset", [11, 18], ids=["onnx-converter", "onnxscript-converter"])
-def test_function_attribute_reference_on_an_unchanged_op_is_kept(opset):
-    model = _function_with_reference("Shrink", "bias", opset)  # Shrink has one version, 9
+@pytest.mark.parametrize(
+    ("opset", "grid_sample"),
+    [(11, False), (19, False), (19, True)],
+    ids=["onnx-converter-11", "onnx-converter-19", "onnxscript-converter-19"],
+)
+def test_function_attribute_reference_on_an_unchanged_op_is_kept(opset, grid_sample):
+    # Shrink has one version, 9.
+    model = _function_with_reference("Shrink", "bias", opset, grid_sample=grid_sample)
     upgraded, modified = _upgrade(model, 22)
     assert modified
-    (node,) = upgraded.functions[0].node
-    assert node.attribute[0].ref_attr_name == "bias"
+    node = upgraded.functions[0].node[-1]
+    assert node.op_type == "Shrink" and node.attribute[0].ref_attr_name == "bias"
     _full_check(upgraded)
-    _assert_same_outputs(model, upgraded)
+    if not grid_sample:
+        _assert_same_outputs(model, upgraded)
+        return
+    (sample,) = [n for n in upgraded.functions[0].node if n.op_type == "GridSample"]
+    assert helper.get_attribute_value(sample.attribute[0]) == b"linear"  # onnxscript's adapter
+    # onnx.reference does not run GridSample-19's "bilinear"; onnxruntime runs both.
+    feeds = _feeds(model)
+    expected, actual = _ort_outputs(model, feeds), _ort_outputs(upgraded, feeds)
+    assert expected is not None and actual is not None
+    np.testing.assert_allclose(actual[0], expected[0], rtol=1e-6, atol=1e-7)
 
 
 def _group_normalization_model() -> onnx.ModelProto:

@@ -234,11 +234,13 @@ def _convert(before: onnx.ModelProto, source: int, target: int, where: str) -> o
 
     onnx's C++ converter registers a plain version bump for GroupNormalization 20 -> 21
     after the adapter that turns per-group scale and bias into per-channel ones, so its
-    output computes something else; onnxscript's converter adapts it.
+    output computes something else; onnxscript's converter adapts it. Where onnxscript's
+    adapter registry has nothing for the body's ops in the range, its converter would only
+    bump versions, as onnx's does, and onnx's (no Python round trip) is used.
     """
     reached = source
     proto = before
-    if source >= _NATIVE_MIN_OPSET:
+    if source >= _NATIVE_MIN_OPSET and _onnxscript_adapts(before.graph, source, target):
         reached = min(target, _NATIVE_MAX_OPSET)
         proto = _convert_with_onnxscript(before, source, reached, where)
     if reached == target:
@@ -252,6 +254,19 @@ def _convert(before: onnx.ModelProto, source: int, target: int, where: str) -> o
             f"{where}: onnx's version converter failed from opset {reached} to {target}:"
             f" {detail}; run with --no-upgrade to keep opset {source}"
         ) from None
+
+
+def _onnxscript_adapts(graph: onnx.GraphProto, source: int, target: int) -> bool:
+    """Whether onnxscript has an up-conversion adapter for an op of ``graph`` in range."""
+    ops = {
+        node.op_type
+        for subgraph in iter_proto_graphs(graph)
+        for node in subgraph.node
+        if node.domain in DEFAULT_DOMAINS
+    }
+    steps = range(source, min(target, _NATIVE_MAX_OPSET))
+    lookup = _version_converter.registry.lookup_adapters
+    return any(lookup("", op, step, True) is not None for op in ops for step in steps)
 
 
 class _Collect(logging.Handler):
