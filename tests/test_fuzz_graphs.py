@@ -74,8 +74,9 @@ SOURCES = (
     "cast",
     "transpose",
     "identity",
+    "eyelike",
 )
-PLACEMENTS = ("main", "if", "if_local", "loop", "function")
+PLACEMENTS = ("main", "if", "if_local", "loop", "loop_if", "function")
 HUGE_KS = [2**63 - 1, -(2**63), 2**40, -(2**40), 2**31, -(2**31) - 1]
 FUNCTION_DOMAIN = "pkg.eyefold.fuzz"
 # Half the models at opset 22 (the current EyeLike, the only one with bfloat16).
@@ -169,7 +170,14 @@ def _eye_specs(draw, opset: int) -> _EyeSpec:
     dtype = draw(st.one_of(st.none(), st.sampled_from(_valid_types(opset))))
     source = draw(st.sampled_from(SOURCES))
     k = draw(st.one_of(st.integers(-6, 6), st.sampled_from(HUGE_KS)))
-    symbolic = source in ("input", "shape_chain", "torch_chain", "cast", "transpose")
+    symbolic = source in (
+        "input",
+        "shape_chain",
+        "torch_chain",
+        "cast",
+        "transpose",
+        "eyelike",
+    )
     dims = draw(_dims(symbolic=symbolic))
     output_type = dtype if dtype is not None else input_type
     consumers = ["output", "identity", "transpose", "cast_relu", "cast_matmul"]
@@ -268,6 +276,11 @@ def _emit_source(b: _Builder, spec: _EyeSpec, nodes: list[onnx.NodeProto], rng) 
     elif spec.source == "transpose":
         x = b.add_input("t", elem, [spec.dims[1], spec.dims[0]])
         nodes.append(helper.make_node("Transpose", [x], [out], name=b.name("tr"), perm=[1, 0]))
+    elif spec.source == "eyelike":  # EyeLike of an EyeLike: folds feed folds
+        x = b.add_input("f", onnx.TensorProto.FLOAT, list(spec.dims))
+        nodes.append(
+            helper.make_node("EyeLike", [x], [out], name=b.name("inner_eye"), k=-1, dtype=elem)
+        )
     else:
         x = b.add_input("i", elem, list(spec.dims))
         nodes.append(helper.make_node("Identity", [x], [out], name=b.name("id")))
@@ -320,6 +333,14 @@ def _branch(b: _Builder, spec: _EyeSpec, source: str | None, k: int, rng) -> onn
     return helper.make_graph(nodes, b.name("branch"), [], [value])
 
 
+def _branch_output(branch: onnx.GraphProto) -> tuple[ir.DataType, list[int | str]]:
+    tensor_type = branch.output[0].type.tensor_type
+    dims = [
+        d.dim_value if d.HasField("dim_value") else d.dim_param for d in tensor_type.shape.dim
+    ]
+    return ir.DataType(tensor_type.elem_type), dims
+
+
 def _emit_block(b: _Builder, spec: _EyeSpec, nodes: list[onnx.NodeProto], rng) -> None:
     """Places one EyeLike block and declares its graph output."""
     if spec.placement == "main":
@@ -332,11 +353,7 @@ def _emit_block(b: _Builder, spec: _EyeSpec, nodes: list[onnx.NodeProto], rng) -
         then_branch = _branch(b, spec, source, spec.k, rng)
         else_branch = _branch(b, spec, source, spec.else_k, rng)
         out = b.name("if_out")
-        out_type = ir.DataType(then_branch.output[0].type.tensor_type.elem_type)
-        dims = [
-            d.dim_value if d.HasField("dim_value") else d.dim_param
-            for d in then_branch.output[0].type.tensor_type.shape.dim
-        ]
+        out_type, dims = _branch_output(then_branch)
         cond = b.add_input("cond", onnx.TensorProto.BOOL, [])
         nodes.append(
             helper.make_node(
@@ -348,7 +365,7 @@ def _emit_block(b: _Builder, spec: _EyeSpec, nodes: list[onnx.NodeProto], rng) -
                 else_branch=else_branch,
             )
         )
-    elif spec.placement == "loop":
+    elif spec.placement in ("loop", "loop_if"):
         out, out_type, dims = _emit_loop(b, spec, nodes, rng)
     else:
         out, out_type, dims = _emit_function_call(b, spec, nodes, rng)
@@ -369,7 +386,23 @@ def _emit_loop(
         helper.make_node("Identity", [cond_in], [cond_out], name=cond_out),
         helper.make_node("Identity", [carried_in], [carried_out], name=carried_out),
     ]
-    scan, out_type, scan_dims = _emit_eye(b, spec, source, spec.k, body_nodes)
+    if spec.placement == "loop_if":  # a subgraph in a subgraph: If in the Loop body
+        then_branch = _branch(b, spec, source, spec.k, rng)
+        else_branch = _branch(b, spec, None, spec.else_k, rng)
+        scan = b.name("inner_if_out")
+        body_nodes.append(
+            helper.make_node(
+                "If",
+                [cond_in],
+                [scan],
+                name=b.name("inner_if"),
+                then_branch=then_branch,
+                else_branch=else_branch,
+            )
+        )
+        out_type, scan_dims = _branch_output(then_branch)
+    else:
+        scan, out_type, scan_dims = _emit_eye(b, spec, source, spec.k, body_nodes)
     scalar = helper.make_tensor_value_info
     body = helper.make_graph(
         body_nodes,
