@@ -21,7 +21,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from eyefold.testing import check_model_safely
+from eyefold import model_io
+from eyefold.cli import main
+from eyefold.testing import check_model_safely, run_reference
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
@@ -201,3 +203,57 @@ def test_output_equal_to_input_is_replaced_atomically(tmp_path: pathlib.Path):
     check_model_safely(optimized)
     assert "EyeLike" not in [n.op_type for n in optimized.graph.node]
     assert _visible(tmp_path) == ["model.onnx"]
+
+
+def _weights_model(value: float) -> onnx.ModelProto:
+    """``z = Identity(w)`` with 2 KiB of ``value`` (goes to the data file) and an EyeLike."""
+    weight = helper.make_tensor("w", TensorProto.FLOAT, [512], np.full(512, value, np.float32))
+    nodes = [
+        helper.make_node("Identity", ["w"], ["z"], name="keep"),
+        helper.make_node("EyeLike", ["x"], ["y"], name="eye"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "weights",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2]),
+            helper.make_tensor_value_info("z", TensorProto.FLOAT, [512]),
+        ],
+        [weight],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)], ir_version=10)
+
+
+def _z_of(path: pathlib.Path) -> float:
+    outputs = run_reference(onnx.load(path), {"x": np.zeros((2, 2), np.float32)})
+    return float(outputs[1][0])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="external data: OUTPUT.data is renamed into place before OUTPUT, so a crash"
+    " between the two renames leaves the old OUTPUT reading the new data",
+)
+def test_crash_between_the_renames_of_an_external_data_save(
+    tmp_path: pathlib.Path, monkeypatch
+):
+    old, new, output = tmp_path / "old.onnx", tmp_path / "new.onnx", tmp_path / "out.onnx"
+    onnx.save(_weights_model(1.0), old)
+    onnx.save(_weights_model(2.0), new)
+    assert main(["optimize", str(old), str(output), "-q", "--external-data"]) == 0
+    assert _z_of(output) == 1.0
+    real_replace, renamed = os.replace, []
+
+    def crash_on_second_rename(source, target):
+        renamed.append(target)
+        if len(renamed) == 2:
+            raise KeyboardInterrupt("the process dies here")
+        real_replace(source, target)
+
+    monkeypatch.setattr(model_io.os, "replace", crash_on_second_rename)
+    with pytest.raises(KeyboardInterrupt):
+        main(["optimize", str(new), str(output), "-q", "--external-data"])
+    monkeypatch.undo()
+    assert _z_of(output) in (1.0, 2.0) and len(renamed) == 2
+    assert _z_of(output) == 1.0  # the old OUTPUT, whole: its own data
