@@ -207,6 +207,13 @@ def _untyped_attribute() -> onnx.ModelProto:
     return _model([node])
 
 
+def _sample_flipped(folder: pathlib.Path, _: Writer) -> pathlib.Path:
+    """The first tag byte of a sample with its top bit flipped: no longer protobuf."""
+    data = bytearray((SAMPLES / "static_matmul.onnx").read_bytes())
+    data[0] ^= 0x80
+    return _write(folder, bytes(data))
+
+
 def _node_cycle() -> onnx.ModelProto:
     return _model(
         [
@@ -236,6 +243,7 @@ CASES = [
         subprocess=True,
     ),
     Case("truncated", _sample_prefix, ("not an ONNX model",)),
+    Case("bit-flipped", _sample_flipped, ("not an ONNX model", "corrupt")),
     Case(
         "directory",
         lambda d, _: (d / "model.onnx").mkdir() or d / "model.onnx",
