@@ -725,6 +725,28 @@ def _grid_sample_nodes(x: str, out: str) -> list[onnx.NodeProto]:
     ]
 
 
+def _reference(name: str, attr_type: int) -> onnx.AttributeProto:
+    """An attribute taking the value of the function attribute of the same name."""
+    reference = onnx.AttributeProto(name=name, ref_attr_name=name)
+    reference.type = attr_type
+    return reference
+
+
+def _single_input_function(
+    name: str, nodes: list[onnx.NodeProto], opset: int, attributes: list[str]
+) -> onnx.FunctionProto:
+    """pkg.corpus::name(a) -> out, importing the default domain at ``opset``."""
+    return helper.make_function(
+        FUNCTION_DOMAIN,
+        name,
+        ["a"],
+        ["out"],
+        nodes,
+        [helper.make_opsetid("", opset)],
+        attributes,
+    )
+
+
 def _function_with_reference(
     op: str, attr: str, opset: int, *, grid_sample: bool = False
 ) -> onnx.ModelProto:
@@ -735,18 +757,9 @@ def _function_with_reference(
     """
     prefix = _grid_sample_nodes("a", "a_sampled") if grid_sample else []
     node = helper.make_node(op, ["a_sampled" if grid_sample else "a"], ["out"])
-    reference = onnx.AttributeProto(name=attr, ref_attr_name=attr)
-    reference.type = onnx.AttributeProto.FLOAT if op == "Shrink" else onnx.AttributeProto.INT
-    node.attribute.append(reference)
-    function = helper.make_function(
-        FUNCTION_DOMAIN,
-        "Ref",
-        ["a"],
-        ["out"],
-        [*prefix, node],
-        [helper.make_opsetid("", opset)],
-        [attr],
-    )
+    attr_type = onnx.AttributeProto.FLOAT if op == "Shrink" else onnx.AttributeProto.INT
+    node.attribute.append(_reference(attr, attr_type))
+    function = _single_input_function("Ref", [*prefix, node], opset, [attr])
     call = helper.make_node("Ref", ["x"], ["y"], domain=FUNCTION_DOMAIN)
     value = {"Shrink": 0.5, "Cast": TensorProto.FLOAT}.get(op, 0)
     call.attribute.append(helper.make_attribute(attr, value))
@@ -822,19 +835,8 @@ def test_group_normalization_18_keeps_its_per_group_scale():
 
 def test_eyelike_taking_k_and_dtype_from_function_attributes_is_kept():
     node = helper.make_node("EyeLike", ["a"], ["out"])
-    for name in ("k", "dtype"):
-        reference = onnx.AttributeProto(name=name, ref_attr_name=name)
-        reference.type = onnx.AttributeProto.INT
-        node.attribute.append(reference)
-    function = helper.make_function(
-        FUNCTION_DOMAIN,
-        "Eye",
-        ["a"],
-        ["out"],
-        [node],
-        [helper.make_opsetid("", 9)],
-        ["k", "dtype"],
-    )
+    node.attribute.extend(_reference(name, onnx.AttributeProto.INT) for name in ("k", "dtype"))
+    function = _single_input_function("Eye", [node], 9, ["k", "dtype"])
     call = helper.make_node("Eye", ["x"], ["y"], domain=FUNCTION_DOMAIN, k=1)
     call.attribute.append(helper.make_attribute("dtype", TensorProto.DOUBLE))
     y = helper.make_tensor_value_info("y", TensorProto.DOUBLE, [3, 4])
