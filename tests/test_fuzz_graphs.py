@@ -333,6 +333,23 @@ def _branch(b: _Builder, spec: _EyeSpec, source: str | None, k: int, rng) -> onn
     return helper.make_graph(nodes, b.name("branch"), [], [value])
 
 
+def _if_node(
+    b: _Builder,
+    cond: str,
+    out: str,
+    then_branch: onnx.GraphProto,
+    else_branch: onnx.GraphProto,
+) -> onnx.NodeProto:
+    return helper.make_node(
+        "If",
+        [cond],
+        [out],
+        name=b.name("if"),
+        then_branch=then_branch,
+        else_branch=else_branch,
+    )
+
+
 def _branch_output(branch: onnx.GraphProto) -> tuple[ir.DataType, list[int | str]]:
     tensor_type = branch.output[0].type.tensor_type
     dims = [
@@ -355,16 +372,7 @@ def _emit_block(b: _Builder, spec: _EyeSpec, nodes: list[onnx.NodeProto], rng) -
         out = b.name("if_out")
         out_type, dims = _branch_output(then_branch)
         cond = b.add_input("cond", onnx.TensorProto.BOOL, [])
-        nodes.append(
-            helper.make_node(
-                "If",
-                [cond],
-                [out],
-                name=b.name("if"),
-                then_branch=then_branch,
-                else_branch=else_branch,
-            )
-        )
+        nodes.append(_if_node(b, cond, out, then_branch, else_branch))
     elif spec.placement in ("loop", "loop_if"):
         out, out_type, dims = _emit_loop(b, spec, nodes, rng)
     else:
@@ -390,16 +398,7 @@ def _emit_loop(
         then_branch = _branch(b, spec, source, spec.k, rng)
         else_branch = _branch(b, spec, None, spec.else_k, rng)
         scan = b.name("inner_if_out")
-        body_nodes.append(
-            helper.make_node(
-                "If",
-                [cond_in],
-                [scan],
-                name=b.name("inner_if"),
-                then_branch=then_branch,
-                else_branch=else_branch,
-            )
-        )
+        body_nodes.append(_if_node(b, cond_in, scan, then_branch, else_branch))
         out_type, scan_dims = _branch_output(then_branch)
     else:
         scan, out_type, scan_dims = _emit_eye(b, spec, source, spec.k, body_nodes)

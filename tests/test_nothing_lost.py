@@ -33,10 +33,13 @@ ATTEMPTS = 3
 TIMEOUT_S = 120
 
 
-def _model(floats: int) -> onnx.ModelProto:
-    """``y = Add(x, EyeLike(x))`` (folds) and ``z = Identity(w)`` with a big ``w``."""
+def _model(floats: int, values: np.ndarray | None = None) -> onnx.ModelProto:
+    """``y = Add(x, EyeLike(x))`` (folds) and ``z = Identity(w)``, ``w`` of ``floats``
+    float32s (``values``, else 0, 1, 2...)."""
     weight = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[floats])
-    weight.raw_data = np.arange(floats, dtype=np.float32).tobytes()
+    if values is None:
+        values = np.arange(floats, dtype=np.float32)
+    weight.raw_data = values.astype(np.float32).tobytes()
     nodes = [
         helper.make_node("EyeLike", ["x"], ["e"], name="eye"),
         helper.make_node("Add", ["x", "e"], ["y"], name="add"),
@@ -205,28 +208,8 @@ def test_output_equal_to_input_is_replaced_atomically(tmp_path: pathlib.Path):
     assert _visible(tmp_path) == ["model.onnx"]
 
 
-def _weights_model(value: float) -> onnx.ModelProto:
-    """``z = Identity(w)`` with 2 KiB of ``value`` (goes to the data file) and an EyeLike."""
-    weight = helper.make_tensor("w", TensorProto.FLOAT, [512], np.full(512, value, np.float32))
-    nodes = [
-        helper.make_node("Identity", ["w"], ["z"], name="keep"),
-        helper.make_node("EyeLike", ["x"], ["y"], name="eye"),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "weights",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
-        [
-            helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2]),
-            helper.make_tensor_value_info("z", TensorProto.FLOAT, [512]),
-        ],
-        [weight],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)], ir_version=10)
-
-
 def _z_of(path: pathlib.Path) -> float:
-    outputs = run_reference(onnx.load(path), {"x": np.zeros((2, 2), np.float32)})
+    outputs = run_reference(onnx.load(path), {"x": np.zeros((4, 4), np.float32)})
     return float(outputs[1][0])
 
 
@@ -239,8 +222,9 @@ def test_crash_between_the_renames_of_an_external_data_save(
     tmp_path: pathlib.Path, monkeypatch
 ):
     old, new, output = tmp_path / "old.onnx", tmp_path / "new.onnx", tmp_path / "out.onnx"
-    onnx.save(_weights_model(1.0), old)
-    onnx.save(_weights_model(2.0), new)
+    # 2 KiB weights: over the 1 KiB threshold, so they go to the data file.
+    onnx.save(_model(512, np.full(512, 1.0)), old)
+    onnx.save(_model(512, np.full(512, 2.0)), new)
     assert main(["optimize", str(old), str(output), "-q", "--external-data"]) == 0
     assert _z_of(output) == 1.0
     real_replace, renamed = os.replace, []
