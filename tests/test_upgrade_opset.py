@@ -809,12 +809,21 @@ def test_function_attribute_reference_on_an_unchanged_op_is_kept(opset, grid_sam
 
 
 def _group_normalization_model() -> onnx.ModelProto:
-    """GroupNormalization-18: scale and bias per group (21 made them per channel)."""
+    """GroupNormalization-18: scale and bias per group (21 made them per channel).
+
+    Its input is an intermediate value with no declared shape (onnxscript's adapter needs
+    the channel count).
+    """
     scale = numpy_helper.from_array(np.array([1.0, 2.0], dtype=np.float32), "scale")
     bias = numpy_helper.from_array(np.array([0.5, -0.5], dtype=np.float32), "bias")
-    node = helper.make_node("GroupNormalization", ["x", "scale", "bias"], ["y"], num_groups=2)
+    nodes = [
+        helper.make_node("Relu", ["x"], ["x_relu"]),
+        helper.make_node(
+            "GroupNormalization", ["x_relu", "scale", "bias"], ["y"], num_groups=2
+        ),
+    ]
     graph = helper.make_graph(
-        [node], "gn", [_float("x", [2, 4, 3])], [_float("y", [2, 4, 3])], [scale, bias]
+        nodes, "gn", [_float("x", [2, 4, 3])], [_float("y", [2, 4, 3])], [scale, bias]
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
 
@@ -827,8 +836,7 @@ def test_group_normalization_18_keeps_its_per_group_scale():
     assert _assert_same_outputs(original, upgraded) == {"reference", "onnxruntime"}
     # onnx's C++ converter alone only bumps the version: per-group scale, per-channel op.
     plain = onnx.version_converter.convert_version(original, 22)
-    (node,) = plain.graph.node
-    assert list(node.input) == ["x", "scale", "bias"]
+    assert list(plain.graph.node[1].input) == ["x_relu", "scale", "bias"]
     with pytest.raises(TypeError, match=r"Issues with types"):  # scale [2] vs 4 channels
         ReferenceEvaluator(plain).run(None, _feeds(original))
 

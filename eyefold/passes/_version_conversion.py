@@ -286,11 +286,17 @@ def _convert_with_onnxscript(
     """Runs onnxscript's converter on a weightless copy of ``before``.
 
     Its public ``ConvertVersionPass`` first inlines every model-local function, so the
-    converter itself is called, on the weightless proto (never on the user's model). Nodes
-    with attribute references, which it refuses, are hidden in a private domain (they were
-    checked to need no conversion) and put back afterwards.
+    converter itself is called, on the weightless proto (never on the user's model), after
+    onnx's shape inference (safe there: EyeLike nodes are stand-ins), since its adapters
+    read shapes (GroupNormalization's channel count). Nodes with attribute references, which
+    it refuses, are hidden in a private domain (they were checked to need no conversion) and
+    put back afterwards.
     """
-    model = ir.serde.deserialize_model(before)
+    try:
+        typed = onnx.shape_inference.infer_shapes(before, check_type=False, strict_mode=False)
+    except Exception:  # onnx raises several types; the converter then says what it lacks
+        typed = before
+    model = ir.serde.deserialize_model(typed)
     hidden = [
         node
         for node in model.graph.all_nodes()
