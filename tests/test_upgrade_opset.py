@@ -828,12 +828,16 @@ def _group_normalization_model() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
 
 
-def test_group_normalization_18_keeps_its_per_group_scale():
+@pytest.mark.parametrize("target", [22, NEWEST], ids=["to22", f"to{NEWEST}"])
+def test_group_normalization_18_keeps_its_per_group_scale(target):
     original = _group_normalization_model()
-    upgraded, modified = _upgrade(original, 22)
-    assert modified
+    upgraded, modified = _upgrade(original, target)
+    assert modified and _opset(upgraded) == target
     _full_check(upgraded)
-    assert _assert_same_outputs(original, upgraded) == {"reference", "onnxruntime"}
+    runtimes = _assert_same_outputs(original, upgraded)
+    assert "reference" in runtimes
+    if target == 22:
+        assert "onnxruntime" in runtimes
     # onnx's C++ converter alone only bumps the version: per-group scale, per-channel op.
     plain = onnx.version_converter.convert_version(original, 22)
     assert list(plain.graph.node[1].input) == ["x_relu", "scale", "bias"]
