@@ -88,14 +88,54 @@ def _restore_references(graph: onnx.GraphProto, conversion: BodyConversion) -> N
                 node.CopyFrom(original)
 
 
+def _convert_bodies(model: ir.Model, source: int, target: int) -> list[BodyConversion]:
+    """Converts the main graph, then every function below ``target``; changes nothing."""
+    conversions = [
+        convert_body(
+            model.graph,
+            opset_imports=dict(model.opset_imports),
+            source=source,
+            target=target,
+            ir_version=model.ir_version,
+            where="main graph",
+        )
+    ]
+    for function in model.functions.values():
+        function_source = default_opset(function.opset_imports) or source
+        if function_source >= target:
+            continue
+        imports = dict(function.opset_imports)
+        if default_opset(imports) is None:
+            imports[""] = function_source
+        conversions.append(
+            convert_body(
+                function,
+                opset_imports=imports,
+                source=function_source,
+                target=target,
+                ir_version=model.ir_version,
+                where=_function_label(function),
+            )
+        )
+    return conversions
+
+
 class UpgradeOpsetPass(ir.passes.InPlacePass):
     """Raises the default-domain opset of a model to ``target_opset`` (never lowers it).
 
     Every node of the main graph, of its subgraphs and of every model-local function is
-    converted to the target opset's form by onnx's version converter; EyeLike nodes keep
-    their ``k`` and ``dtype`` (an absent ``dtype`` stays absent). ``ir_version`` is raised
-    to the minimum the target opset needs and never lowered. A model already at or above
-    the target is left unchanged.
+    converted to the target opset's form by onnxscript's or onnx's version converter (see
+    ``_version_conversion``); EyeLike nodes keep their ``k`` and ``dtype`` (an absent
+    ``dtype`` stays absent). ``ir_version`` is raised to the minimum the target opset needs
+    and never lowered. A model already at or above the target is left unchanged.
+
+    >>> import onnx_ir as ir
+    >>> model = ir.from_onnx_text(
+    ...     '<ir_version: 7, opset_import: ["" : 11]> g (float[2, 2] m) => (float[2, 2] y)'
+    ...     " { y = EyeLike <k = 1> (m) }"
+    ... )
+    >>> UpgradeOpsetPass(22)(model).modified, model.opset_imports[""], model.ir_version
+    (True, 22, 10)
 
     Attributes:
         target_opset: default-domain opset to reach.
@@ -142,33 +182,7 @@ class UpgradeOpsetPass(ir.passes.InPlacePass):
         if source is None or source >= target:
             return ir.passes.PassResult(model, modified=False)
         ir_version = max(model.ir_version, min_ir_version(target))
-        conversions = [
-            convert_body(
-                model.graph,
-                opset_imports=dict(model.opset_imports),
-                source=source,
-                target=target,
-                ir_version=model.ir_version,
-                where="main graph",
-            )
-        ]
-        for function in model.functions.values():
-            function_source = default_opset(function.opset_imports) or source
-            if function_source >= target:
-                continue
-            imports = dict(function.opset_imports)
-            if default_opset(imports) is None:
-                imports[""] = function_source
-            conversions.append(
-                convert_body(
-                    function,
-                    opset_imports=imports,
-                    source=function_source,
-                    target=target,
-                    ir_version=model.ir_version,
-                    where=_function_label(function),
-                )
-            )
+        conversions = _convert_bodies(model, source, target)
         self._validate(model, conversions, source=source, ir_version=ir_version)
         for conversion in conversions:
             self.rebuilt_nodes += write_back(conversion)
