@@ -250,7 +250,7 @@ def _place(body: ir.Graph | ir.Function, final: list[tuple[ir.Node, bool]]) -> N
 
 
 def write_back(conversion: BodyConversion) -> int:
-    """Makes the converted body match the converter's output; returns nodes built anew.
+    """Makes the body match the converter's output; returns the nodes changed or added.
 
     Raises:
         WriteBackError: the converted graph does not map onto the original.
