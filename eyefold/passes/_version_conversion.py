@@ -386,8 +386,9 @@ def _keep_resize_10_coordinates(
     if source >= 11:
         return
     for node in graph.node:
-        names = {a.name for a in node.attribute}
-        if node.op_type != "Resize" or "coordinate_transformation_mode" in names:
+        if node.op_type != "Resize":
+            continue
+        if any(a.name == "coordinate_transformation_mode" for a in node.attribute):
             continue
         mode = next((a.s.decode() for a in node.attribute if a.name == "mode"), "nearest")
         node.attribute.append(
