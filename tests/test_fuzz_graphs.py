@@ -683,3 +683,56 @@ def test_rerun_is_byte_identical_whatever_the_attribute_form(attributes, runtime
         assert once.graph.node[0].op_type == "Cast"  # it was legalized
     assert _bytes(eyefold.optimize(copy.deepcopy(once), **options)) == _bytes(once)
     assert_same_outputs(model, once)
+
+
+TARGETED = {
+    "eyelike-output-read-in-a-branch": """<ir_version: 10, opset_import: ["" : 22]>
+        g (float[3,3] x, bool c) => (float[3,3] e, float[3,3] y) {
+          e = EyeLike (x)
+          y = If (c) <
+            then_branch = t () => (float[3,3] a) { a = Identity (e) },
+            else_branch = f () => (float[3,3] b) { b = Add (e, e) }>
+        }""",
+    "one-source-two-eyelikes": """<ir_version: 10, opset_import: ["" : 22]>
+        g (float[3,N] x) => (float[3,N] e1, double[3,N] e2) {
+          z = Relu (x)
+          e1 = EyeLike <k: int = 1> (z)
+          e2 = EyeLike <dtype: int = 11> (z)
+        }""",
+    "function-called-with-two-shapes": """<ir_version: 10, opset_import: ["" : 22, "pkg" : 1]>
+        g (float[3,3] x, float[2,5] w) => (float[3,3] a, float[2,5] b) {
+          a = pkg.F (x)
+          b = pkg.F (w)
+        }
+        <domain: "pkg", opset_import: ["" : 22]>
+        F (X) => (Y) { E = EyeLike (X)  Y = Add (X, E) }""",
+    "if-with-constant-eyelikes-in-a-function": """<ir_version: 10,
+        opset_import: ["" : 22, "pkg" : 1]>
+        g (float[3,3] x, bool c) => (float[2,2] a) { a = pkg.G (x, c) }
+        <domain: "pkg", opset_import: ["" : 22]>
+        G (X, C) => (Y) {
+          Y = If (C) <
+            then_branch = t () => (float[2,2] p) {
+              s = Constant <value = int64[2] {2,2}> ()
+              z = ConstantOfShape (s)
+              p = EyeLike <k: int = 1> (z)
+            },
+            else_branch = f () => (float[2,2] q) {
+              s2 = Constant <value = int64[2] {2,2}> ()
+              z2 = ConstantOfShape (s2)
+              q = EyeLike (z2)
+            }>
+        }""",
+    "eyelike-output-twice-a-graph-output": """<ir_version: 10, opset_import: ["" : 22]>
+        g (float[3,3] x) => (float[3,3] e, float[3,3] e2) {
+          e = EyeLike (x)
+          e2 = Identity (e)
+        }""",
+}
+
+
+@pytest.mark.parametrize("upgrade", [True, False], ids=["upgrade", "no-upgrade"])
+@pytest.mark.parametrize("text", TARGETED.values(), ids=TARGETED.keys())
+def test_targeted_structures_keep_meaning(text: str, upgrade: bool):
+    """Shapes the generator does not build: shared values, values crossing scopes."""
+    _check_invariants(onnx.parser.parse_model(text), upgrade=upgrade)
