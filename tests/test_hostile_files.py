@@ -433,27 +433,28 @@ def _run_subprocess(argv: list[str], cwd: pathlib.Path) -> subprocess.CompletedP
 SUBPROCESS_CASES = [c for c in CASES if c.subprocess]
 
 
+@pytest.mark.parametrize("command", ["optimize", "inspect"])
 def test_hostile_files_are_refused_by_the_real_command(
-    tmp_path: pathlib.Path, external_data_model
+    tmp_path: pathlib.Path, external_data_model, command: str
 ):
     """The same contract through ``python -m eyefold``, several processes at a time."""
     jobs = []
     for case in SUBPROCESS_CASES:
         model_path, out_folder = _layout(tmp_path / case.id, case, external_data_model)
         jobs.append((case, model_path, out_folder, _digests(model_path.parent)))
+
+    def run(job) -> subprocess.CompletedProcess:
+        case, model_path, out_folder, _ = job
+        target = [str(out_folder / "out.onnx"), "-q"] if command == "optimize" else []
+        return _run_subprocess([command, str(model_path), *target, *case.options], out_folder)
+
     with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
-        results = pool.map(
-            lambda job: _run_subprocess(
-                ["optimize", str(job[1]), str(job[2] / "out.onnx"), "-q", *job[0].options],
-                job[1].parent,
-            ),
-            jobs,
-        )
-        for (case, model_path, out_folder, before), result in zip(jobs, results, strict=True):
-            assert result.returncode >= 0, f"{case.id}: killed by signal {-result.returncode}"
-            _assert_one_error_line(result.returncode, result.stderr, case.mentions)
-            assert list(out_folder.iterdir()) == [], case.id
-            assert _digests(model_path.parent) == before, case.id
+        results = list(pool.map(run, jobs))
+    for (case, model_path, out_folder, before), result in zip(jobs, results, strict=True):
+        assert result.returncode >= 0, f"{case.id}: killed by signal {-result.returncode}"
+        _assert_one_error_line(result.returncode, result.stderr, case.mentions)
+        assert list(out_folder.iterdir()) == [], case.id
+        assert _digests(model_path.parent) == before, case.id
 
 
 def test_hostile_external_data_given_as_relative_path(
