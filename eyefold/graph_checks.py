@@ -110,32 +110,42 @@ def _check_text(what: str, texts: dict[str, object]) -> None:
             raise InvalidModelError(f"the {field} of {what} is not valid UTF-8 text: {text!r}")
 
 
+def _is_text(value: object) -> bool:
+    return value is None or isinstance(value, str)
+
+
+_NODE_TEXT_FIELDS = ("name", "op type", "domain", "doc string", "overload")
+
+
 def _check_node(node: ir.Node, scope: Scope) -> None:
-    label = f"{_label(node)} in {scope.path}"
-    _check_text(
-        label,
-        {
-            "name": node.name,
-            "op type": node.op_type,
-            "domain": node.domain,
-            "doc string": node.doc_string,
-            "overload": node.overload,
-        },
-    )
+    # Messages are built only on failure: this runs once per node of large models.
+    fields = (node.name, node.op_type, node.domain, node.doc_string, node.overload)
+    if not all(text is None or type(text) is str for text in fields):
+        _check_text(
+            f"{_label(node)} in {scope.path}",
+            dict(zip(_NODE_TEXT_FIELDS, fields, strict=True)),
+        )
     for value in node.outputs:
-        _check_text(f"an output of {label}", {"name": value.name})
+        if not _is_text(value.name):
+            _check_text(f"an output of {_label(node)} in {scope.path}", {"name": value.name})
     for attr in node.attributes.values():
-        _check_text(f"an attribute of {label}", {"name": attr.name})
+        if not _is_text(attr.name):
+            _check_text(f"an attribute of {_label(node)} in {scope.path}", {"name": attr.name})
         if attr.type == ir.AttributeType.UNDEFINED:
-            raise InvalidModelError(f"attribute {attr.name!r} of {label} has no type")
-        if attr.type == ir.AttributeType.TENSOR and not attr.is_ref():
-            # .value, not .as_tensor(): its protocol check reads nbytes, which needs a dtype
-            _check_tensor(attr.value, f"attribute {attr.name!r} of {label}")
+            raise InvalidModelError(
+                f"attribute {attr.name!r} of {_label(node)} in {scope.path} has no type"
+            )
+        # .value, not .as_tensor(): its protocol check reads nbytes, which needs a dtype.
+        is_tensor = attr.type == ir.AttributeType.TENSOR and not attr.is_ref()
+        if is_tensor and _has_no_dtype(attr.value):
+            raise InvalidModelError(
+                f"tensor attribute {attr.name!r} of {_label(node)} in {scope.path} has no"
+                " data type"
+            )
 
 
-def _check_tensor(tensor: ir.TensorProtocol | None, what: str) -> None:
-    if getattr(tensor, "dtype", None) == ir.DataType.UNDEFINED:
-        raise InvalidModelError(f"tensor {what} has no data type")
+def _has_no_dtype(tensor: object) -> bool:
+    return getattr(tensor, "dtype", None) == ir.DataType.UNDEFINED
 
 
 def _check_scope(scope: Scope) -> None:
@@ -148,7 +158,10 @@ def _check_scope(scope: Scope) -> None:
     if isinstance(graph, ir.Graph):
         for name, value in graph.initializers.items():
             _check_text(f"an initializer of {scope.path}", {"name": name})
-            _check_tensor(value.const_value, f"initializer {name!r} in {scope.path}")
+            if _has_no_dtype(value.const_value):
+                raise InvalidModelError(
+                    f"tensor initializer {name!r} in {scope.path} has no data type"
+                )
     for node in graph:
         _check_node(node, scope)
         for value in node.inputs:
@@ -158,7 +171,8 @@ def _check_scope(scope: Scope) -> None:
                     " node, graph input or initializer defines (a dangling reference)"
                 )
         if in_order:
-            reads = _read_values(node) if subgraphs_of(node) else node.inputs
+            has_subgraphs = bool(node.attributes) and bool(subgraphs_of(node))
+            reads = _read_values(node) if has_subgraphs else node.inputs
             for value in reads:
                 producer = None if value is None else value.producer()
                 if (
