@@ -243,5 +243,4 @@ def _apply(
         delta.match.outputs,
         delta.new_outputs,
     )
-    for value in removed_inputs:
-        _remove_dead_producers(value)
+    _remove_dead_producers(list(removed_inputs))

@@ -44,13 +44,18 @@ def graph_inputs_feeding(value: ir.Value, memo: dict[int, frozenset[str]]) -> fr
     return memo[id(value)]
 
 
-def _remove_dead_producers(value: ir.Value) -> int:
-    """Removes what only fed ``value`` (nodes and initializers), never graph inputs/outputs."""
+def _remove_dead_producers(values: list[ir.Value]) -> int:
+    """Removes what only fed ``values`` (nodes and initializers), never graph inputs/outputs.
+
+    Called once per scope with each folded node's input listed once: ``Value.uses()``
+    copies the use list, so asking it once per fold of a value feeding thousands of EyeLike
+    nodes would make the pass quadratic.
+    """
     removed = 0
-    work = [value]
+    work = list(values)
     while work:
         current = work.pop()
-        if current.uses() or current.is_graph_output() or current.is_graph_input():
+        if current.is_graph_input() or current.is_graph_output() or current.uses():
             continue
         owner = current.graph
         if current.is_initializer() and owner is not None and current.name:
@@ -68,6 +73,7 @@ def _remove_dead_producers(value: ir.Value) -> int:
 
 
 def _fold(scope: Scope, facts: EyeLikeFacts) -> None:
+    """Replaces the node by a constant; its input's producers are left for the caller."""
     node = facts.node
     rows_cols = facts.static_dims
     assert rows_cols is not None and facts.dtype is not None
@@ -79,7 +85,6 @@ def _fold(scope: Scope, facts: EyeLikeFacts) -> None:
         ) from None
     output = node.outputs[0]
     name = output.name
-    source = node.inputs[0]
     output.name = None  # free the name for the constant that takes its place
     tensor = ir.Tensor(array, dtype=facts.dtype, name=name)
     if scope.is_function:
@@ -103,8 +108,6 @@ def _fold(scope: Scope, facts: EyeLikeFacts) -> None:
         graph = scope.graph
         assert isinstance(graph, ir.Graph)
         graph.register_initializer(replacement)
-    if source is not None:
-        _remove_dead_producers(source)
 
 
 class FoldEyeLikePass(ir.passes.InPlacePass):
@@ -132,6 +135,7 @@ class FoldEyeLikePass(ir.passes.InPlacePass):
         for scope in list(iter_scopes(model)):
             if scope.top_node is not None and scope.top_node.graph is None:
                 continue  # its holder was removed as dead code by an earlier fold
+            sources: dict[int, ir.Value] = {}
             for node in list(scope.graph):
                 if not is_eyelike(node) or node.graph is None:
                     continue
@@ -142,6 +146,8 @@ class FoldEyeLikePass(ir.passes.InPlacePass):
                 assert source is not None
                 facts.from_inputs = sorted(graph_inputs_feeding(source, memo))
                 _fold(scope, facts)
+                sources.setdefault(id(source), source)
                 self.folded.append(facts)
+            _remove_dead_producers(list(sources.values()))
         logger.info("EyeLike nodes folded: %d", len(self.folded))
         return ir.passes.PassResult(model, modified=bool(self.folded))
