@@ -43,6 +43,7 @@ from eyefold._model_tensors import (
     tensor_bytes,
 )
 from eyefold._sparse_write import write_tensor
+from eyefold._stream_write import write_model
 from eyefold.errors import ModelIOError
 from eyefold.graph_checks import check_structure, held_load_warnings
 
@@ -285,17 +286,25 @@ def write_text(path: str | os.PathLike[str], text: str) -> None:
     except OSError as error:
         raise ModelIOError(f"cannot write {target}: {error}") from None
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(temp_path)
+        _discard(temp_path)
 
 
 def _serialize_to(model: ir.Model, output: str) -> tuple[str, int]:
-    """Writes the model proto to a temporary file beside ``output``; returns it and size."""
+    """Writes the model proto to a temporary file beside ``output``; returns it and size.
+
+    Large in-memory initializers go from their arrays straight to the file
+    (``_stream_write``), without the three copies protobuf serialization makes.
+    """
+    temp_path, fd = _open_temporary(output)
     try:
-        payload = ir.serde.serialize_model(model).SerializeToString()
+        with os.fdopen(fd, "wb") as handle:
+            size = write_model(model, handle)
+            _finish_file(handle, temp_path, output)
     except ValueError as error:  # protobuf refuses messages of 2 GiB or more
+        _discard(temp_path)
         raise ModelIOError(f"cannot write {output}: {error}") from None
     except ir.serde.SerdeError as error:  # e.g. a name read from the file is not UTF-8
+        _discard(temp_path)
         cause = _innermost(error)
         if isinstance(cause, UnicodeDecodeError):
             raise ModelIOError(
@@ -303,11 +312,15 @@ def _serialize_to(model: ir.Model, output: str) -> tuple[str, int]:
                 f" ({cause.object[:40]!r}...)"
             ) from None
         raise ModelIOError(f"cannot write {output}: {cause}") from None
-    temp_path, fd = _open_temporary(output)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(payload)
-        _finish_file(handle, temp_path, output)
-    return temp_path, len(payload)
+    except BaseException:
+        _discard(temp_path)
+        raise
+    return temp_path, size
+
+
+def _discard(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(path)
 
 
 def _externalize(
@@ -330,8 +343,7 @@ def _externalize(
     try:
         placement = _write_data(values, temp_data, fd, data_path, progress)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(temp_data)
+        _discard(temp_data)
         raise
     folder = os.path.dirname(output)
     originals = []
@@ -425,8 +437,7 @@ def save_model(
         for node, name, attr in undo_attrs:
             node.attributes[name] = attr
         for temp_path in temp_paths:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(temp_path)
+            _discard(temp_path)
     written = [output] if data_path is None else [output, data_path]
     return SavedModel(
         path=output,
