@@ -13,6 +13,7 @@ import onnx
 import onnx_ir as ir
 
 from eyefold.errors import ModelIOError
+from eyefold.passes._scopes import iter_scopes
 
 __all__ = [
     "check_external_data",
@@ -23,6 +24,7 @@ __all__ = [
     "referenced_by",
     "same_file",
     "tensor_bytes",
+    "tensor_inventory",
 ]
 
 # An existing OUTPUT is parsed to see whether it owns ``OUTPUT.data`` only up to this size:
@@ -30,12 +32,20 @@ __all__ = [
 _OWNER_PARSE_LIMIT_BYTES = 256 << 20
 
 
+def iter_tensors(model: ir.Model) -> Iterator[ir.TensorProtocol]:
+    """Every tensor with data: initializers and node attributes, in one walk of the model."""
+    for graph in _all_graphs(model):
+        if isinstance(graph, ir.Graph):
+            for value in graph.initializers.values():
+                if value.const_value is not None:
+                    yield value.const_value
+        for _, _, tensor in _attribute_tensors_of(graph):
+            yield tensor
+
+
 def iter_external_tensors(model: ir.Model) -> Iterator[ir.ExternalTensor]:
     """Tensors whose data is still in a file: initializers and node attributes."""
-    for value in iter_initializers(model):
-        if isinstance(value.const_value, ir.ExternalTensor):
-            yield value.const_value
-    for _, _, tensor in iter_attribute_tensors(model):
+    for tensor in iter_tensors(model):
         if isinstance(tensor, ir.ExternalTensor):
             yield tensor
 
@@ -77,23 +87,29 @@ def check_external_data(model: ir.Model, model_path: str) -> None:
 
 def _all_graphs(model: ir.Model) -> Iterator[ir.Graph | ir.Function]:
     """The main graph, its subgraphs, every function and the subgraphs inside them."""
-    yield from model.graphs()
-    for function in model.functions.values():
-        yield function
-        for node in ir.traversal.RecursiveGraphIterator(function):
-            for attr in node.attributes.values():
-                if attr.type == ir.AttributeType.GRAPH:
-                    yield attr.as_graph()
-                elif attr.type == ir.AttributeType.GRAPHS:
-                    yield from attr.as_graphs()
+    for scope in iter_scopes(model):
+        yield scope.graph
 
 
 def iter_initializers(model: ir.Model) -> Iterator[ir.Value]:
     """Initializers with data, of the main graph and every subgraph."""
-    for graph in model.graphs():
-        for value in graph.initializers.values():
-            if value.const_value is not None:
-                yield value
+    for graph in _all_graphs(model):
+        if isinstance(graph, ir.Graph):
+            for value in graph.initializers.values():
+                if value.const_value is not None:
+                    yield value
+
+
+def _attribute_tensors_of(
+    graph: ir.Graph | ir.Function,
+) -> Iterator[tuple[ir.Node, str, ir.TensorProtocol]]:
+    for node in graph:
+        if not node.attributes:
+            continue
+        for name, attr in node.attributes.items():
+            if attr.type == ir.AttributeType.TENSOR and not attr.is_ref():
+                # attr.value: as_tensor()'s runtime Protocol check costs ~80 us a call.
+                yield node, name, attr.value
 
 
 def iter_attribute_tensors(
@@ -101,16 +117,23 @@ def iter_attribute_tensors(
 ) -> Iterator[tuple[ir.Node, str, ir.TensorProtocol]]:
     """(node, attribute name, tensor) for tensor attributes in every graph and function."""
     for graph in _all_graphs(model):
-        for node in graph:
-            for name, attr in node.attributes.items():
-                if attr.type == ir.AttributeType.TENSOR and not attr.is_ref():
-                    yield node, name, attr.as_tensor()
+        yield from _attribute_tensors_of(graph)
 
 
 def tensor_bytes(model: ir.Model) -> int:
     """Bytes of all tensor data: initializers of every graph and Constant-like attributes."""
-    total = sum(value.const_value.nbytes for value in iter_initializers(model))  # type: ignore[union-attr]
-    return total + sum(tensor.nbytes for _, _, tensor in iter_attribute_tensors(model))
+    return sum(tensor.nbytes for tensor in iter_tensors(model))
+
+
+def tensor_inventory(model: ir.Model) -> tuple[list[str], int]:
+    """(external data files, bytes of all tensor data), from one walk of the model."""
+    files: dict[str, None] = {}
+    total = 0
+    for tensor in iter_tensors(model):
+        total += tensor.nbytes
+        if isinstance(tensor, ir.ExternalTensor):
+            files[os.path.abspath(tensor.path)] = None
+    return list(files), total
 
 
 def external_data_files(model: ir.Model) -> list[str]:

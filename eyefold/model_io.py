@@ -41,6 +41,7 @@ from eyefold._model_tensors import (
     referenced_by,
     same_file,
     tensor_bytes,
+    tensor_inventory,
 )
 from eyefold._sparse_write import write_tensor
 from eyefold._stream_write import write_model
@@ -230,9 +231,9 @@ def _check_data_target(
 def _needs_external_data(model: ir.Model, external_data: bool) -> tuple[bool, str]:
     if external_data:
         return True, "asked for"
-    if external_data_files(model):
+    files, total = tensor_inventory(model)
+    if files:
         return True, "the input has external data"
-    total = tensor_bytes(model)
     if total > INLINE_LIMIT_BYTES:
         return True, f"{total} bytes of tensors do not fit in one 2 GiB protobuf file"
     return False, ""

@@ -64,19 +64,21 @@ class ModelStats:
 
 def op_counts(model: ir.Model) -> dict[str, int]:
     """Nodes per op type in the main graph, every subgraph and every function."""
-    counts: Counter[str] = Counter()
-    for scope in iter_scopes(model):
-        for node in scope.graph:
-            default = node.domain in DEFAULT_DOMAINS
-            counts[node.op_type if default else f"{node.domain}::{node.op_type}"] += 1
-    return dict(sorted(counts.items()))
+    return model_stats(model, None).ops
 
 
 def model_stats(model: ir.Model, nbytes: int | None) -> ModelStats:
-    """Counts ops and initializers (cheap: no tensor data is read)."""
-    initializers = sum(len(graph.initializers) for graph in model.graphs())
+    """Counts ops and initializers in one walk (cheap: no tensor data is read)."""
+    counts: Counter[str] = Counter()
+    initializers = 0
+    for scope in iter_scopes(model):
+        if isinstance(scope.graph, ir.Graph):
+            initializers += len(scope.graph.initializers)
+        for node in scope.graph:
+            default = node.domain in DEFAULT_DOMAINS
+            counts[node.op_type if default else f"{node.domain}::{node.op_type}"] += 1
     return ModelStats(
-        ops=op_counts(model),
+        ops=dict(sorted(counts.items())),
         initializers=initializers,
         opset=default_opset(model.opset_imports),
         bytes=nbytes,

@@ -60,8 +60,11 @@ def default_opset(opset_imports: dict[str, int]) -> int | None:
 
 def subgraphs_of(node: ir.Node) -> list[tuple[str, ir.Graph]]:
     """(label, graph) for every graph attribute of ``node``; GRAPHS entries get ``[i]``."""
+    attributes = node.attributes
+    if not attributes:  # the common case, checked first: scope walks visit every node
+        return []
     found: list[tuple[str, ir.Graph]] = []
-    for attr in node.attributes.values():
+    for attr in attributes.values():
         if attr.type == ir.AttributeType.GRAPH:
             found.append((attr.name, attr.as_graph()))
         elif attr.type == ir.AttributeType.GRAPHS:

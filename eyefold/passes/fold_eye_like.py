@@ -18,29 +18,37 @@ logger = logging.getLogger(__name__)
 DEFAULT_SIZE_LIMIT_BYTES = 1 << 20
 
 
+_NO_INPUTS: frozenset[str] = frozenset()
+
+
 def graph_inputs_feeding(value: ir.Value, memo: dict[int, frozenset[str]]) -> frozenset[str]:
     """Names of the graph inputs (of any scope) that ``value`` is computed from.
 
     A fold resting on one of them bakes that input's declared shape into the model, which
-    the report must say. ``memo`` is shared across calls so a pass stays linear.
+    the report must say. ``memo`` is shared across calls so a pass stays linear, and a
+    value with one parent shares its parent's set instead of copying it.
     """
-    stack: list[tuple[ir.Value, bool]] = [(value, False)]
+    stack = [value]
     while stack:
-        current, expanded = stack.pop()
+        current = stack[-1]
         if id(current) in memo:
+            stack.pop()
             continue
         producer = current.producer()
         if current.is_graph_input() or producer is None:
             memo[id(current)] = (
-                frozenset([current.name or ""]) if current.is_graph_input() else frozenset()
+                frozenset((current.name or "",)) if current.is_graph_input() else _NO_INPUTS
             )
+            stack.pop()
             continue
         parents = [v for v in producer.inputs if v is not None]
-        if not expanded:
-            stack.append((current, True))
-            stack.extend((p, False) for p in parents if id(p) not in memo)
+        pending = [p for p in parents if id(p) not in memo]
+        if pending:
+            stack.extend(pending)
             continue
-        memo[id(current)] = frozenset().union(*(memo.get(id(p), frozenset()) for p in parents))
+        sets = [memo[id(p)] for p in parents]
+        memo[id(current)] = sets[0] if len(sets) == 1 else _NO_INPUTS.union(*sets)
+        stack.pop()
     return memo[id(value)]
 
 
