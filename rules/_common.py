@@ -10,6 +10,7 @@ import numpy as np
 import onnx_ir as ir
 
 from eyefold.eyelike_types import allowed_types
+from eyefold.metadata_keys import LEGALIZED_FOR_KEY
 from eyefold.passes._shapes import merge_shapes
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "eyelike_k",
     "identity_operand",
     "is_identity_array",
+    "legalized_for",
     "same_dim",
     "scope_opset",
     "shapes_agree",
@@ -50,6 +52,11 @@ def scope_opset(graph_or_function: ir.Graph | ir.Function, model: ir.Model) -> i
             if domain in imports:
                 return imports[domain]
     return None
+
+
+def legalized_for(node: ir.Node | None) -> str | None:
+    """The runtime an EyeLike was legalized for (its Casts are deliberate), or None."""
+    return None if node is None else node.metadata_props.get(LEGALIZED_FOR_KEY)
 
 
 def valid_eyelike_type(dtype: int | ir.DataType | None, opset: int | None) -> bool:

@@ -29,6 +29,7 @@ from eyefold.rules._common import (
     adopt_shape,
     eyelike_attributes,
     eyelike_k,
+    legalized_for,
     scope_opset,
     shapes_agree,
     valid_eyelike_type,
@@ -58,6 +59,8 @@ class CastEyeLikeCast(RewriteRuleClassBase):
         """Accepts when x and the final type are EyeLike types at the opset."""
         del inner
         result = MatchResult()
+        if (runtime := legalized_for(eye.producer())) is not None:
+            return result.fail(f"EyeLike was legalized for {runtime}; its Casts stay")
         if not shapes_agree(x, cast_in):
             return result.fail("declared shapes of the Cast input and output disagree")
         opset = scope_opset(context.graph_or_function, context.model)

@@ -23,6 +23,7 @@ from onnxscript.rewriter import MatchResult, RewriteRuleClassBase
 from eyefold.rules._common import (
     eyelike_attributes,
     eyelike_k,
+    legalized_for,
     scope_opset,
     valid_eyelike_type,
 )
@@ -42,6 +43,8 @@ class CastToDtype(RewriteRuleClassBase):
         """Accepts when ``to`` is an EyeLike type at the opset and k is well formed."""
         del x  # EyeLike reads only its shape, which the new node reads the same way
         result = MatchResult()
+        if (runtime := legalized_for(eye.producer())) is not None:
+            return result.fail(f"EyeLike was legalized for {runtime}; its Casts stay")
         opset = scope_opset(context.graph_or_function, context.model)
         if to.type != ir.AttributeType.INT or not valid_eyelike_type(to.as_int(), opset):
             return result.fail(f"Cast target is not an EyeLike output type at opset {opset}")

@@ -31,6 +31,7 @@ from eyefold.rules._common import (
     DEFAULT_DOMAINS,
     adopt_shape,
     eyelike_dtype,
+    legalized_for,
     scope_opset,
     shapes_agree,
     valid_eyelike_type,
@@ -99,6 +100,8 @@ class DropInputProducer(RewriteRuleClassBase):
     def check(self, context, x: ir.Value, produced: ir.Value, eye: ir.Value) -> MatchResult:
         """Accepts a shape-preserving u whose input and output types EyeLike allows."""
         result = MatchResult()
+        if (runtime := legalized_for(eye.producer())) is not None:
+            return result.fail(f"EyeLike was legalized for {runtime}; its Casts stay")
         producer = produced.producer()
         known = producer.op_type in SHAPE_PRESERVING_OPS
         if not known or producer.domain not in DEFAULT_DOMAINS:

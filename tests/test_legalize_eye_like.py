@@ -540,3 +540,31 @@ def test_eyelike_used_inside_a_branch_feeds_the_cast_there():
     for cond in (True, False):
         feeds = {**random_inputs(original, dims=DIMS), "cond": np.array(cond)}
         assert _run_bits(optimized, feeds) == _reference_bits(original, feeds)
+
+
+def test_reoptimizing_without_the_option_keeps_the_legalization():
+    """The rules would fold the legalization's Casts back; they leave legalized nodes."""
+    text = """<ir_version: 10, opset_import: ["" : 22]>
+    g (float[N,4] x) => (bool[N,4] m) {
+        m = EyeLike<dtype=9>(x)
+    }"""
+    legalized = eyefold.optimize(
+        ir.to_proto(ir.from_onnx_text(text)), target_runtime="onnxruntime"
+    )
+    again = eyefold.optimize(legalized)
+    assert count_ops(again, "Cast") == count_ops(legalized, "Cast") >= 1
+    feeds = {"x": np.zeros((3, 4), np.float32)}
+    (mask,) = ort.InferenceSession(
+        again.SerializeToString(), providers=["CPUExecutionProvider"]
+    ).run(None, feeds)
+    np.testing.assert_array_equal(mask, np.eye(3, 4, dtype=np.bool_))
+
+
+def test_rules_still_fold_casts_around_an_eyelike_that_was_not_legalized():
+    text = """<ir_version: 10, opset_import: ["" : 22]>
+    g (float[N,4] x) => (bool[N,4] m) {
+        e = EyeLike(x)
+        m = Cast<to=9>(e)
+    }"""
+    optimized = eyefold.optimize(ir.to_proto(ir.from_onnx_text(text)))
+    assert count_ops(optimized, "Cast") == 0

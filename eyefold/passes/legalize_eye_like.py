@@ -14,6 +14,7 @@ import logging
 import onnx_ir as ir
 
 from eyefold.eyelike_types import allowed_types, to_data_type
+from eyefold.metadata_keys import LEGALIZED_FOR_KEY
 from eyefold.passes._analysis import node_label
 from eyefold.passes._scopes import Scope, is_eyelike, iter_scopes
 from eyefold.passes.apply_rules import RULE_TAG_KEY
@@ -33,7 +34,6 @@ logger = logging.getLogger(__name__)
 _CAST_BFLOAT16_OPSET = 13
 
 # Metadata key on the nodes a legalization made or rewrote; the value names the runtime.
-LEGALIZED_FOR_KEY = "pkg.eyefold.legalized_for"
 
 
 @dataclasses.dataclass(frozen=True)
