@@ -10,6 +10,7 @@ import onnx
 import onnx_ir as ir
 
 from eyefold.errors import EyefoldError
+from eyefold.eyelike_types import EYELIKE_MIN_OPSET
 from eyefold.passes._analysis import EyeLikeFacts
 from eyefold.passes._scopes import default_opset
 from eyefold.passes.apply_rules import ApplyEyeLikeRulesPass
@@ -17,7 +18,7 @@ from eyefold.passes.fold_eye_like import DEFAULT_SIZE_LIMIT_BYTES, FoldEyeLikePa
 from eyefold.passes.infer_eye_like import InferEyeLikeOutputsPass
 from eyefold.passes.infer_input_shapes import InferEyeLikeInputShapesPass
 from eyefold.passes.legalize_eye_like import LegalizeEyeLikePass
-from eyefold.passes.upgrade_opset import UpgradeOpsetPass
+from eyefold.passes.upgrade_opset import UpgradeOpsetPass, check_target_opset
 from eyefold.report import NodeOutcome, Report
 from eyefold.runtime_support import get_support
 
@@ -41,13 +42,9 @@ def _check_options(target_opset: int, size_limit: int) -> None:
         raise EyefoldError(
             f"size_limit must be a non-negative int of bytes, got {size_limit!r}"
         )
-    newest = onnx.defs.onnx_opset_version()
-    if isinstance(target_opset, bool) or not isinstance(target_opset, int):
-        raise EyefoldError(f"target_opset must be an int, got {target_opset!r}")
-    if not 9 <= target_opset <= newest:
-        raise EyefoldError(
-            f"target_opset {target_opset} is outside 9..{newest} (the opsets onnx knows)"
-        )
+    check_target_opset(
+        target_opset, lowest=EYELIKE_MIN_OPSET, error=EyefoldError, what="target_opset"
+    )
 
 
 def run_pipeline(

@@ -31,7 +31,7 @@ from eyefold.passes._proto_writeback import write_back
 from eyefold.passes._scopes import DEFAULT_DOMAINS, default_opset, iter_nodes
 from eyefold.passes._version_conversion import BodyConversion, convert_body, iter_proto_graphs
 
-__all__ = ["UpgradeOpsetPass", "min_ir_version"]
+__all__ = ["UpgradeOpsetPass", "check_target_opset", "min_ir_version"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +53,28 @@ def _cyclic_gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def check_target_opset(
+    target_opset: object,
+    *,
+    lowest: int,
+    error: type[Exception] = UpgradeError,
+    what: str = "target opset",
+) -> int:
+    """``target_opset`` if it is an int between ``lowest`` and the newest opset onnx knows.
+
+    Raises:
+        error: naming the value (as ``what``) and the valid range.
+    """
+    newest = onnx.defs.onnx_opset_version()
+    if isinstance(target_opset, bool) or not isinstance(target_opset, int):
+        raise error(f"{what} must be an int, got {target_opset!r}")
+    if not lowest <= target_opset <= newest:
+        raise error(
+            f"{what} {target_opset} is outside {lowest}..{newest}, the opsets onnx knows"
+        )
+    return target_opset
 
 
 def min_ir_version(opset: int) -> int:
@@ -144,14 +166,7 @@ class UpgradeOpsetPass(ir.passes.InPlacePass):
 
     def __init__(self, target_opset: int) -> None:
         super().__init__()
-        newest = onnx.defs.onnx_opset_version()
-        if isinstance(target_opset, bool) or not isinstance(target_opset, int):
-            raise UpgradeError(f"target opset must be an int, got {target_opset!r}")
-        if not 1 <= target_opset <= newest:
-            raise UpgradeError(
-                f"target opset {target_opset} is outside 1..{newest} (the opsets onnx knows)"
-            )
-        self.target_opset = target_opset
+        self.target_opset = check_target_opset(target_opset, lowest=1, error=UpgradeError)
         self.rebuilt_nodes = 0
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
