@@ -28,7 +28,7 @@ import onnx_ir as ir
 from onnx import TensorProto, helper, numpy_helper
 
 import eyefold
-from eyefold._rule_loading import load_rules
+from eyefold.rule_registry import load_rules
 
 SEED = 20261201
 WIDTH = 16

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import onnx
 import onnx_ir as ir
 
+from eyefold.core.scopes import iter_scopes
 from eyefold.errors import ModelIOError
-from eyefold.passes._scopes import iter_scopes
 
 __all__ = [
     "check_external_data",

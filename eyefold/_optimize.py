@@ -9,10 +9,10 @@ from typing import TypeVar, overload
 import onnx
 import onnx_ir as ir
 
+from eyefold.core.analysis import EyeLikeFacts
+from eyefold.core.domains import default_opset
 from eyefold.errors import EyefoldError
 from eyefold.eyelike_types import EYELIKE_MIN_OPSET
-from eyefold.passes._analysis import EyeLikeFacts
-from eyefold.passes._scopes import default_opset
 from eyefold.passes.apply_rules import ApplyEyeLikeRulesPass
 from eyefold.passes.fold_eye_like import DEFAULT_SIZE_LIMIT_BYTES, FoldEyeLikePass
 from eyefold.passes.infer_eye_like import InferEyeLikeOutputsPass

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 
 from eyefold import __version__
 from eyefold._optimize import DEFAULT_TARGET_OPSET, run_pipeline
-from eyefold._rule_loading import describe_rules, rule_names, select_rules
 from eyefold.check import check_equivalence
 from eyefold.errors import EyefoldError
 from eyefold.input_shapes import (
@@ -32,6 +31,7 @@ from eyefold.model_io import (
 )
 from eyefold.passes.fold_eye_like import DEFAULT_SIZE_LIMIT_BYTES
 from eyefold.report import Report
+from eyefold.rule_registry import describe_rules, rule_names, select_rules
 from eyefold.runtime_support import SUPPORTED_RUNTIMES
 from eyefold.summary import RunLog, model_stats, render_inspect, render_optimize, use_color
 

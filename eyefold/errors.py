@@ -12,6 +12,7 @@ __all__ = [
     "InvalidModelError",
     "ModelIOError",
     "SizeLimitError",
+    "UnknownRuleError",
     "UnsupportedDtypeError",
     "UpgradeError",
 ]
@@ -43,3 +44,7 @@ class UpgradeError(EyefoldError):
 
 class CheckFailedError(EyefoldError):
     """The optimized model does not reproduce the original's outputs."""
+
+
+class UnknownRuleError(EyefoldError):
+    """A rule name that is not in the registry, or a relaxed rule without opting in."""

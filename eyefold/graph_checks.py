@@ -17,8 +17,8 @@ from collections.abc import Iterator
 
 import onnx_ir as ir
 
+from eyefold.core.scopes import Scope, iter_scopes, subgraphs_of
 from eyefold.errors import InvalidModelError
-from eyefold.passes._scopes import Scope, iter_scopes, subgraphs_of
 
 __all__ = ["check_structure", "held_load_warnings"]
 

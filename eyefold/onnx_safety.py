@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import onnx
 
+from eyefold.core.domains import DEFAULT_DOMAINS
+
 __all__ = ["defuse_eyelike_dtype"]
 
-_DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
 def _rewrite_nodes(nodes: list[onnx.NodeProto], counter: list[int]) -> list[onnx.NodeProto]:
@@ -28,7 +29,7 @@ def _rewrite_nodes(nodes: list[onnx.NodeProto], counter: list[int]) -> list[onnx
                 for graph in attribute.graphs:
                     _rewrite_graph(graph, counter)
         dtype = next((a for a in node.attribute if a.name == "dtype"), None)
-        if node.op_type != "EyeLike" or node.domain not in _DEFAULT_DOMAINS or dtype is None:
+        if node.op_type != "EyeLike" or node.domain not in DEFAULT_DOMAINS or dtype is None:
             rewritten.append(node)
             continue
         counter[0] += 1

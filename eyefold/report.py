@@ -8,9 +8,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from eyefold.passes._analysis import EyeLikeFacts
+from eyefold.core.analysis import EyeLikeFacts
 
-__all__ = ["NodeOutcome", "Report", "StepTiming", "render_summary"]
+__all__ = ["NodeOutcome", "Report", "StepTiming"]
 
 
 @dataclasses.dataclass
@@ -125,32 +125,3 @@ class Report:
         }
         result.update(self.extra)
         return result
-
-
-def _describe(node: NodeOutcome) -> str:
-    label = node.name or "(unnamed)"
-    shape = (
-        "?"
-        if node.shape is None
-        else "x".join("?" if d is None else str(d) for d in node.shape)
-    )
-    line = f"  {node.action:<8} {label} [{node.graph}] {shape} {node.dtype or '?'} k={node.k}"
-    line += f": {node.reason}"
-    if node.action == "folded" and node.from_inputs:
-        line += f" (bakes in the declared shape of input {', '.join(node.from_inputs)})"
-    if node.runtime_note and node.runtime_supported is not True:
-        line += f" [{node.runtime_note}]"
-    return line
-
-
-def render_summary(report: Report) -> str:
-    """A short plain-text summary: counts, then one line per EyeLike node."""
-    counts = report.counts()
-    lines = [
-        f"EyeLike: {counts['total']} found, {counts['folded']} folded,"
-        f" {counts['inferred']} inferred, {counts['kept']} kept",
-        f"opset: {report.opset_before} -> {report.opset_after}",
-    ]
-    lines.extend(_describe(node) for node in report.nodes)
-    lines.extend(f"warning: {warning}" for warning in report.warnings)
-    return "\n".join(lines)

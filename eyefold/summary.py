@@ -19,7 +19,8 @@ from typing import Any, TextIO
 
 import onnx_ir as ir
 
-from eyefold.passes._scopes import DEFAULT_DOMAINS, default_opset, iter_scopes
+from eyefold.core.domains import DEFAULT_DOMAINS, default_opset
+from eyefold.core.scopes import iter_scopes
 from eyefold.report import NodeOutcome, Report, StepTiming
 
 __all__ = [

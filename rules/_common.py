@@ -6,23 +6,21 @@ values bound by their pattern.
 
 from __future__ import annotations
 
-import numpy as np
 import onnx_ir as ir
 
+from eyefold.core.constants import constant_tensor, is_identity_array
+from eyefold.core.domains import DEFAULT_DOMAINS, default_opset
+from eyefold.core.shapes import merge_shapes
 from eyefold.eyelike_types import allowed_types
 from eyefold.metadata_keys import LEGALIZED_FOR_KEY
-from eyefold.passes._shapes import merge_shapes
 
 __all__ = [
-    "DEFAULT_DOMAINS",
     "INT64_MIN",
     "adopt_shape",
-    "constant_tensor",
     "eyelike_attributes",
     "eyelike_dtype",
     "eyelike_k",
     "identity_operand",
-    "is_identity_array",
     "legalized_for",
     "same_dim",
     "scope_opset",
@@ -30,9 +28,6 @@ __all__ = [
     "square_dim",
     "valid_eyelike_type",
 ]
-
-# The default ONNX domain has two spellings.
-DEFAULT_DOMAINS = ("", "ai.onnx")
 
 # k = INT64_MIN has no int64 negation, so the transpose rule leaves it alone.
 INT64_MIN = -(2**63)
@@ -44,14 +39,9 @@ def scope_opset(graph_or_function: ir.Graph | ir.Function, model: ir.Model) -> i
     A function has its own imports; the main graph and subgraphs (If/Loop/Scan bodies,
     which import nothing themselves) use the model's.
     """
-    tables = [model.opset_imports]
     if isinstance(graph_or_function, ir.Function):
-        tables.insert(0, graph_or_function.opset_imports)
-    for imports in tables:
-        for domain in DEFAULT_DOMAINS:
-            if domain in imports:
-                return imports[domain]
-    return None
+        return default_opset(graph_or_function.opset_imports, model.opset_imports)
+    return default_opset(model.opset_imports)
 
 
 def legalized_for(node: ir.Node | None) -> str | None:
@@ -136,36 +126,6 @@ def eyelike_attributes(k: int, dtype: ir.DataType | None) -> dict[str, int]:
     if dtype is not None:
         attributes["dtype"] = int(dtype)
     return attributes
-
-
-def is_identity_array(array: np.ndarray) -> bool:
-    """True for an ``n x n`` array with ones on the diagonal and zeros elsewhere.
-
-    Reads the diagonal first (``n`` elements, so a weight matrix is rejected at once) and
-    only then counts non-zeros; no second full matrix is allocated. NaN counts as
-    non-zero; -0.0 counts as zero.
-    """
-    if array.ndim != 2 or array.shape[0] != array.shape[1]:
-        return False
-    size = array.shape[0]
-    if not bool(np.all(np.diagonal(array) == 1)):
-        return False
-    return int(np.count_nonzero(array)) == size
-
-
-def constant_tensor(value: ir.Value) -> ir.TensorProtocol | None:
-    """The tensor of an initializer or of a default-domain Constant's ``value``, or None."""
-    if value.const_value is not None:
-        return value.const_value
-    producer = value.producer()
-    if producer is None or producer.op_type != "Constant":
-        return None
-    if producer.domain not in DEFAULT_DOMAINS:
-        return None
-    attribute = producer.attributes.get("value")
-    if attribute is None or attribute.type != ir.AttributeType.TENSOR:
-        return None
-    return attribute.as_tensor()
 
 
 def identity_operand(

@@ -25,6 +25,7 @@ from __future__ import annotations
 import onnx_ir as ir
 from onnxscript.rewriter import MatchResult, RewriteRuleClassBase
 
+from eyefold.core.rule_spec import RuleSpec
 from eyefold.rules._common import (
     adopt_shape,
     eyelike_attributes,
@@ -35,7 +36,7 @@ from eyefold.rules._common import (
     valid_eyelike_type,
 )
 
-__all__ = ["CastEyeLikeCast", "rule"]
+__all__ = ["CastEyeLikeCast", "rule", "spec"]
 
 
 class CastEyeLikeCast(RewriteRuleClassBase):
@@ -90,3 +91,4 @@ class CastEyeLikeCast(RewriteRuleClassBase):
 
 
 rule = CastEyeLikeCast.rule()
+spec = RuleSpec.declare(__name__, __doc__, rule, exactness="exact", phase="before-fold")

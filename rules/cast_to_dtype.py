@@ -20,6 +20,7 @@ from __future__ import annotations
 import onnx_ir as ir
 from onnxscript.rewriter import MatchResult, RewriteRuleClassBase
 
+from eyefold.core.rule_spec import RuleSpec
 from eyefold.rules._common import (
     eyelike_attributes,
     eyelike_k,
@@ -28,7 +29,7 @@ from eyefold.rules._common import (
     valid_eyelike_type,
 )
 
-__all__ = ["CastToDtype", "rule"]
+__all__ = ["CastToDtype", "rule", "spec"]
 
 
 class CastToDtype(RewriteRuleClassBase):
@@ -61,3 +62,4 @@ class CastToDtype(RewriteRuleClassBase):
 
 
 rule = CastToDtype.rule()
+spec = RuleSpec.declare(__name__, __doc__, rule, exactness="exact", phase="before-fold")

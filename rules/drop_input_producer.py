@@ -27,6 +27,7 @@ from __future__ import annotations
 import onnx_ir as ir
 from onnxscript.rewriter import MatchResult, RewriteRuleClassBase
 
+from eyefold.core.rule_spec import RuleSpec
 from eyefold.rules._common import (
     DEFAULT_DOMAINS,
     adopt_shape,
@@ -37,7 +38,7 @@ from eyefold.rules._common import (
     valid_eyelike_type,
 )
 
-__all__ = ["SHAPE_PRESERVING_OPS", "DropInputProducer", "rule"]
+__all__ = ["SHAPE_PRESERVING_OPS", "DropInputProducer", "rule", "spec"]
 
 # Ops whose single output has the shape of their first input, mapped to how the output
 # type follows: "same" (the input's), "bool", "to" (Cast's attribute), "like" (CastLike's
@@ -139,3 +140,4 @@ class DropInputProducer(RewriteRuleClassBase):
 
 
 rule = DropInputProducer.rule()
+spec = RuleSpec.declare(__name__, __doc__, rule, exactness="exact", phase="before-fold")

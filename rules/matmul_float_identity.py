@@ -26,9 +26,10 @@ from typing import ClassVar
 
 import onnx_ir as ir
 
+from eyefold.core.rule_spec import RuleSpec
 from eyefold.rules._matmul import MatMulIdentityBase
 
-__all__ = ["MatMulFloatIdentity", "rule"]
+__all__ = ["MatMulFloatIdentity", "rule", "spec"]
 
 
 class MatMulFloatIdentity(MatMulIdentityBase):
@@ -40,3 +41,11 @@ class MatMulFloatIdentity(MatMulIdentityBase):
 
 
 rule = MatMulFloatIdentity.rule()
+spec = RuleSpec.declare(
+    __name__,
+    __doc__,
+    rule,
+    exactness="relaxed",
+    phase="after-fold",
+    constant_dtypes=MatMulFloatIdentity.DTYPES,
+)

@@ -26,9 +26,10 @@ from typing import ClassVar
 
 import onnx_ir as ir
 
+from eyefold.core.rule_spec import RuleSpec
 from eyefold.rules._matmul import MatMulIdentityBase
 
-__all__ = ["MatMulIntIdentity", "rule"]
+__all__ = ["MatMulIntIdentity", "rule", "spec"]
 
 
 class MatMulIntIdentity(MatMulIdentityBase):
@@ -40,3 +41,11 @@ class MatMulIntIdentity(MatMulIdentityBase):
 
 
 rule = MatMulIntIdentity.rule()
+spec = RuleSpec.declare(
+    __name__,
+    __doc__,
+    rule,
+    exactness="exact",
+    phase="after-fold",
+    constant_dtypes=MatMulIntIdentity.DTYPES,
+)

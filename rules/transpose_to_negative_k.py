@@ -20,9 +20,10 @@ from __future__ import annotations
 import onnx_ir as ir
 from onnxscript.rewriter import MatchResult, RewriteRuleClassBase
 
+from eyefold.core.rule_spec import RuleSpec
 from eyefold.rules._common import INT64_MIN, eyelike_k, square_dim
 
-__all__ = ["TransposeToNegativeK", "rule"]
+__all__ = ["TransposeToNegativeK", "rule", "spec"]
 
 
 class TransposeToNegativeK(RewriteRuleClassBase):
@@ -61,3 +62,4 @@ class TransposeToNegativeK(RewriteRuleClassBase):
 
 
 rule = TransposeToNegativeK.rule()
+spec = RuleSpec.declare(__name__, __doc__, rule, exactness="exact", phase="before-fold")

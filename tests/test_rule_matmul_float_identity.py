@@ -6,7 +6,7 @@ import numpy as np
 import onnx_ir as ir
 import pytest
 
-from eyefold._rule_loading import UnknownRuleError
+from eyefold.errors import UnknownRuleError
 from eyefold.passes import ApplyEyeLikeRulesPass
 from eyefold.testing import (
     assert_same_outputs,

@@ -10,7 +10,8 @@ import pytest
 from onnxscript.rewriter import RewriteRule, RewriteRuleSet
 
 import eyefold.rules
-from eyefold._rule_loading import UnknownRuleError, describe_rules, load_rules, select_rules
+from eyefold.errors import UnknownRuleError
+from eyefold.rule_registry import describe_rules, load_rules, select_rules
 from eyefold.rules import ALL_RULES, EXACTNESS, PHASES
 from eyefold.rules.drop_input_producer import SHAPE_PRESERVING_OPS
 

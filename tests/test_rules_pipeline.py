@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import eyefold
-from eyefold._rule_loading import load_rules
 from eyefold.cli import main
 from eyefold.eyelike_types import EYELIKE_TYPES_OPSET_22
 from eyefold.passes import ApplyEyeLikeRulesPass, default_pipeline
+from eyefold.rule_registry import load_rules
 from eyefold.rules import ALL_RULES
 from eyefold.testing import (
     assert_same_outputs,

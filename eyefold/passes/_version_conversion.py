@@ -31,8 +31,8 @@ import onnx
 import onnx_ir as ir
 from onnxscript.version_converter import _version_converter
 
+from eyefold.core.domains import DEFAULT_DOMAINS
 from eyefold.errors import UpgradeError
-from eyefold.passes._scopes import DEFAULT_DOMAINS
 
 __all__ = [
     "INLINE_TENSOR_LIMIT_BYTES",

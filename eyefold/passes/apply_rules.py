@@ -19,11 +19,12 @@ from collections.abc import Iterable, Sequence
 import onnx_ir as ir
 from onnxscript.rewriter import RewriteRule
 
-from eyefold._rule_loading import select_rules
-from eyefold.passes._scopes import DEFAULT_DOMAINS, Scope, iter_scopes
-from eyefold.passes.fold_eye_like import _remove_dead_producers
+from eyefold.core.constants import constant_tensor, is_identity_array
+from eyefold.core.dead_code import remove_dead_producers
+from eyefold.core.domains import DEFAULT_DOMAINS
+from eyefold.core.scopes import Scope, iter_scopes
+from eyefold.rule_registry import select_rules
 from eyefold.rules import Phase, RuleSpec
-from eyefold.rules._common import constant_tensor, is_identity_array
 
 __all__ = ["DEFAULT_MAX_ROUNDS", "RULE_TAG_KEY", "ApplyEyeLikeRulesPass"]
 
@@ -141,7 +142,7 @@ class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):
         phase: Phase | None = None,
         max_rounds: int = DEFAULT_MAX_ROUNDS,
     ) -> None:
-        """Selects the rules (see ``eyefold._rule_loading.select_rules``).
+        """Selects the rules (see ``eyefold.rule_registry.select_rules``).
 
         Raises:
             UnknownRuleError: an unknown rule name, or a relaxed one without ``relaxed``.
@@ -243,4 +244,4 @@ def _apply(
         delta.match.outputs,
         delta.new_outputs,
     )
-    _remove_dead_producers(list(removed_inputs))
+    remove_dead_producers(list(removed_inputs))

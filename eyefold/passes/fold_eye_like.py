@@ -7,9 +7,10 @@ import logging
 import onnx_ir as ir
 
 from eyefold import kernel
+from eyefold.core.analysis import EyeLikeFacts, analyze_eyelike, node_label
+from eyefold.core.dead_code import remove_dead_producers
+from eyefold.core.scopes import Scope, is_eyelike, iter_scopes
 from eyefold.errors import SizeLimitError
-from eyefold.passes._analysis import EyeLikeFacts, analyze_eyelike, node_label
-from eyefold.passes._scopes import Scope, is_eyelike, iter_scopes
 
 __all__ = ["DEFAULT_SIZE_LIMIT_BYTES", "FoldEyeLikePass", "graph_inputs_feeding"]
 
@@ -50,34 +51,6 @@ def graph_inputs_feeding(value: ir.Value, memo: dict[int, frozenset[str]]) -> fr
         memo[id(current)] = sets[0] if len(sets) == 1 else _NO_INPUTS.union(*sets)
         stack.pop()
     return memo[id(value)]
-
-
-def _remove_dead_producers(values: list[ir.Value]) -> int:
-    """Removes what only fed ``values`` (nodes and initializers), never graph inputs/outputs.
-
-    Called once per scope with each folded node's input listed once: ``Value.uses()``
-    copies the use list, so asking it once per fold of a value feeding thousands of EyeLike
-    nodes would make the pass quadratic.
-    """
-    removed = 0
-    work = list(values)
-    while work:
-        current = work.pop()
-        if current.is_graph_input() or current.is_graph_output() or current.uses():
-            continue
-        owner = current.graph
-        if current.is_initializer() and owner is not None and current.name:
-            owner.initializers.pop(current.name)
-            continue
-        producer = current.producer()
-        if producer is None or producer.graph is None:
-            continue
-        if any(out.uses() or out.is_graph_output() for out in producer.outputs):
-            continue
-        work.extend(v for v in producer.inputs if v is not None)
-        producer.graph.remove(producer, safe=True)
-        removed += 1
-    return removed
 
 
 def _fold(scope: Scope, facts: EyeLikeFacts) -> None:
@@ -156,6 +129,6 @@ class FoldEyeLikePass(ir.passes.InPlacePass):
                 _fold(scope, facts)
                 sources.setdefault(id(source), source)
                 self.folded.append(facts)
-            _remove_dead_producers(list(sources.values()))
+            remove_dead_producers(list(sources.values()))
         logger.info("EyeLike nodes folded: %d", len(self.folded))
         return ir.passes.PassResult(model, modified=bool(self.folded))

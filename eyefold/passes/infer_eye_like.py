@@ -6,10 +6,10 @@ import logging
 
 import onnx_ir as ir
 
+from eyefold.core.analysis import EyeLikeFacts, analyze_eyelike, node_label
+from eyefold.core.scopes import is_eyelike, iter_scopes
+from eyefold.core.shapes import merge_shapes
 from eyefold.errors import InvalidModelError
-from eyefold.passes._analysis import EyeLikeFacts, analyze_eyelike, node_label
-from eyefold.passes._scopes import is_eyelike, iter_scopes
-from eyefold.passes._shapes import merge_shapes
 from eyefold.passes.fold_eye_like import DEFAULT_SIZE_LIMIT_BYTES
 
 __all__ = ["InferEyeLikeOutputsPass"]

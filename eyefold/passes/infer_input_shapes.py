@@ -22,9 +22,9 @@ import logging
 import onnx
 import onnx_ir as ir
 
+from eyefold.core.scopes import Scope, is_eyelike, iter_scopes, subgraphs_of
+from eyefold.core.shapes import merge_shapes
 from eyefold.onnx_safety import defuse_eyelike_dtype
-from eyefold.passes._scopes import Scope, is_eyelike, iter_scopes, subgraphs_of
-from eyefold.passes._shapes import merge_shapes
 
 __all__ = ["SLICE_INITIALIZER_LIMIT_BYTES", "InferEyeLikeInputShapesPass", "needs_inference"]
 

@@ -13,10 +13,10 @@ import logging
 
 import onnx_ir as ir
 
+from eyefold.core.analysis import node_label
+from eyefold.core.scopes import Scope, is_eyelike, iter_scopes
 from eyefold.eyelike_types import allowed_types, to_data_type
 from eyefold.metadata_keys import LEGALIZED_FOR_KEY
-from eyefold.passes._analysis import node_label
-from eyefold.passes._scopes import Scope, is_eyelike, iter_scopes
 from eyefold.passes.apply_rules import RULE_TAG_KEY
 from eyefold.runtime_support import EyeLikeSupport, check_runtime, get_support
 

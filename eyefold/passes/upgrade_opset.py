@@ -24,11 +24,12 @@ from collections.abc import Iterator
 import onnx
 import onnx_ir as ir
 
+from eyefold.core.analysis import node_label
+from eyefold.core.domains import DEFAULT_DOMAINS, default_opset, function_label
+from eyefold.core.scopes import iter_nodes
 from eyefold.errors import InvalidModelError, UpgradeError
 from eyefold.eyelike_types import EYELIKE_MIN_OPSET
-from eyefold.passes._analysis import node_label
 from eyefold.passes._proto_writeback import write_back
-from eyefold.passes._scopes import DEFAULT_DOMAINS, default_opset, iter_nodes
 from eyefold.passes._version_conversion import BodyConversion, convert_body, iter_proto_graphs
 
 __all__ = ["UpgradeOpsetPass", "check_target_opset", "min_ir_version"]
@@ -89,11 +90,6 @@ def _set_default_opset(opset_imports: dict[str, int], version: int) -> None:
             opset_imports[domain] = version
 
 
-def _function_label(function: ir.Function) -> str:
-    overload = f"::{function.overload}" if function.overload else ""
-    return f"function {function.domain}::{function.name}{overload}"
-
-
 def _restore_references(graph: onnx.GraphProto, conversion: BodyConversion) -> None:
     """Puts the nodes with attribute references (the converter drops them) back in a proto.
 
@@ -136,7 +132,7 @@ def _convert_bodies(model: ir.Model, source: int, target: int) -> list[BodyConve
                 source=function_source,
                 target=target,
                 ir_version=model.ir_version,
-                where=_function_label(function),
+                where=function_label(function),
             )
         )
     return conversions

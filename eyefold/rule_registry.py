@@ -1,4 +1,4 @@
-"""Selecting rewrite rules from ``eyefold.rules.ALL_RULES`` by name, exactness and phase."""
+"""The public rule API: list, select and describe rewrite rules by name, exactness, phase."""
 
 from __future__ import annotations
 
@@ -6,14 +6,10 @@ from collections.abc import Sequence
 
 from onnxscript.rewriter import RewriteRuleSet
 
-from eyefold.errors import EyefoldError
+from eyefold.errors import EyefoldError, UnknownRuleError
 from eyefold.rules import ALL_RULES, PHASES, Phase, RuleSpec
 
-__all__ = ["UnknownRuleError", "describe_rules", "load_rules", "rule_names", "select_rules"]
-
-
-class UnknownRuleError(EyefoldError):
-    """A rule name that is not in the registry, or a relaxed rule without opting in."""
+__all__ = ["describe_rules", "load_rules", "rule_names", "select_rules"]
 
 
 def rule_names() -> tuple[str, ...]:

@@ -12,9 +12,9 @@ from typing import Literal
 import onnx_ir as ir
 
 from eyefold import kernel
+from eyefold.core.scopes import Scope
 from eyefold.errors import InvalidModelError, UnsupportedDtypeError
 from eyefold.eyelike_types import EYELIKE_MIN_OPSET, check_eyelike_type
-from eyefold.passes._scopes import Scope
 
 __all__ = ["Action", "EyeLikeFacts", "analyze_eyelike", "dim_to_json"]
 

@@ -11,18 +11,15 @@ from collections.abc import Iterator
 
 import onnx_ir as ir
 
+from eyefold.core.domains import DEFAULT_DOMAINS, default_opset, function_label
+
 __all__ = [
-    "DEFAULT_DOMAINS",
     "Scope",
-    "default_opset",
     "is_eyelike",
     "iter_nodes",
     "iter_scopes",
     "subgraphs_of",
 ]
-
-# The default ONNX domain has two spellings in opset_import and node.domain.
-DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,14 +45,6 @@ class Scope:
     def is_function(self) -> bool:
         """True in a function body or its subgraphs, which cannot hold initializers."""
         return self.function is not None
-
-
-def default_opset(opset_imports: dict[str, int]) -> int | None:
-    """The default-domain version from an opset_import table (either spelling)."""
-    for domain in DEFAULT_DOMAINS:
-        if domain in opset_imports:
-            return opset_imports[domain]
-    return None
 
 
 def subgraphs_of(node: ir.Node) -> list[tuple[str, ir.Graph]]:
@@ -99,8 +88,7 @@ def iter_scopes(model: ir.Model) -> Iterator[Scope]:
     for function in model.functions.values():
         scope = Scope(
             graph=function,
-            path=f"function {function.domain}::{function.name}"
-            + (f"::{function.overload}" if function.overload else ""),
+            path=function_label(function),
             opset=default_opset(function.opset_imports) or main.opset,
             function=function,
         )

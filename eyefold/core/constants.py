@@ -1,0 +1,44 @@
+"""Reading constant tensors and recognizing exact identity matrices.
+
+The rules match identity operands with these, and the rules pass uses the same test to
+find the folded identities worth trying rules next to: one definition for both.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from eyefold.core.domains import DEFAULT_DOMAINS
+
+__all__ = ["constant_tensor", "is_identity_array"]
+
+
+def is_identity_array(array: np.ndarray) -> bool:
+    """True for an ``n x n`` array with ones on the diagonal and zeros elsewhere.
+
+    Reads the diagonal first (``n`` elements, so a weight matrix is rejected at once) and
+    only then counts non-zeros; no second full matrix is allocated. NaN counts as
+    non-zero; -0.0 counts as zero.
+    """
+    if array.ndim != 2 or array.shape[0] != array.shape[1]:
+        return False
+    size = array.shape[0]
+    if not bool(np.all(np.diagonal(array) == 1)):
+        return False
+    return int(np.count_nonzero(array)) == size
+
+
+def constant_tensor(value: ir.Value) -> ir.TensorProtocol | None:
+    """The tensor of an initializer or of a default-domain Constant's ``value``, or None."""
+    if value.const_value is not None:
+        return value.const_value
+    producer = value.producer()
+    if producer is None or producer.op_type != "Constant":
+        return None
+    if producer.domain not in DEFAULT_DOMAINS:
+        return None
+    attribute = producer.attributes.get("value")
+    if attribute is None or attribute.type != ir.AttributeType.TENSOR:
+        return None
+    return attribute.as_tensor()
