@@ -12,15 +12,9 @@ import traceback
 from collections.abc import Sequence
 
 from eyefold import __version__
-from eyefold._optimize import DEFAULT_TARGET_OPSET, run_pipeline
 from eyefold.check import check_equivalence
 from eyefold.errors import EyefoldError
-from eyefold.input_shapes import (
-    InputShape,
-    InputShapeError,
-    apply_input_shapes,
-    parse_input_shape,
-)
+from eyefold.input_shapes import InputShape, InputShapeError, parse_input_shape
 from eyefold.model_io import (
     check_output_path,
     external_data_files,
@@ -29,9 +23,10 @@ from eyefold.model_io import (
     save_model,
     write_text,
 )
-from eyefold.passes.fold_eye_like import DEFAULT_SIZE_LIMIT_BYTES
+from eyefold.options import DEFAULT_SIZE_LIMIT_BYTES, DEFAULT_TARGET_OPSET, PipelineOptions
+from eyefold.passes.pipeline import run_pipeline
 from eyefold.report import Report
-from eyefold.rule_registry import describe_rules, rule_names, select_rules
+from eyefold.rule_registry import describe_rules, rule_names
 from eyefold.runtime_support import SUPPORTED_RUNTIMES
 from eyefold.summary import RunLog, model_stats, render_inspect, render_optimize, use_color
 
@@ -176,13 +171,23 @@ def _rule_list(text: str) -> list[str]:
     return names
 
 
-def _check_rule_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    if getattr(args, "rules", None) and not args.relaxed:
-        everything = select_rules(None, relaxed=True)
-        relaxed = {s.name for s in everything if s.exactness == "relaxed"}
-        named = [name for name in args.rules if name in relaxed]
-        if named:
-            parser.error(f"rule {', '.join(named)} is relaxed; add --relaxed to run it")
+def _pipeline_options(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> PipelineOptions:
+    """The run's options, built once from the arguments; a bad combination is a usage error."""
+    try:
+        return PipelineOptions(
+            target_opset=args.target_opset,
+            upgrade=not args.no_upgrade,
+            fold=not args.no_fold,
+            size_limit=args.size_limit,
+            input_shapes=args.input_shape,
+            target_runtime=args.target_runtime,
+            rules=args.rules,
+            relaxed=args.relaxed,
+        )
+    except EyefoldError as error:
+        parser.error(str(error))
 
 
 def _input_shape(text: str) -> InputShape:
@@ -192,7 +197,7 @@ def _input_shape(text: str) -> InputShape:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def _run(args: argparse.Namespace, log: RunLog) -> Report:
+def _run(args: argparse.Namespace, options: PipelineOptions, log: RunLog) -> Report:
     optimizing = args.command == "optimize"
     if optimizing:
         check_output_path(args.output)
@@ -203,20 +208,7 @@ def _run(args: argparse.Namespace, log: RunLog) -> Report:
     if optimizing:
         input_files = [os.path.abspath(args.input), *external_data_files(model)]
         log.before = model_stats(model, files_bytes(input_files))
-    apply_input_shapes(model, args.input_shape)
-    report = run_pipeline(
-        model,
-        target_opset=args.target_opset,
-        upgrade=not args.no_upgrade,
-        fold=not args.no_fold,
-        size_limit=args.size_limit,
-        rules=args.rules,
-        relaxed=args.relaxed,
-        target_runtime=args.target_runtime,
-        # inspect always says which nodes onnxruntime cannot run, from the cached
-        # measurement or the fallback table: it never creates sessions unless asked to.
-        check_runtime=None if optimizing else "onnxruntime",
-    )
+    report = run_pipeline(model, options)
     if optimizing:
         if args.check:
             with log.step("check", "checking the result against the original"):
@@ -262,12 +254,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "rules":
         print(describe_rules())
         return 0
-    _check_rule_options(parser, args)
+    options = _pipeline_options(parser, args)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
     _warn_unused_options(args)
     log = RunLog()
     try:
-        report = _run(args, log)
+        report = _run(args, options, log)
         if args.command == "optimize" and args.report:
             _write_report(report, args.report)
     except InputShapeError as error:  # the options do not fit the model: a usage error

@@ -8,9 +8,16 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from eyefold.core.analysis import EyeLikeFacts
+import onnx_ir as ir
 
-__all__ = ["NodeOutcome", "Report", "StepTiming"]
+from eyefold.core.analysis import EyeLikeFacts
+from eyefold.passes.apply_rules import RulesResult
+from eyefold.passes.fold_eye_like import FoldResult
+from eyefold.passes.infer_eye_like import InferOutputsResult
+from eyefold.passes.infer_input_shapes import InferInputShapesResult
+from eyefold.passes.legalize_eye_like import LegalizeResult
+
+__all__ = ["NodeOutcome", "Report", "StepRecord", "StepTiming", "build_report"]
 
 
 @dataclasses.dataclass
@@ -125,3 +132,90 @@ class Report:
         }
         result.update(self.extra)
         return result
+
+
+@dataclasses.dataclass
+class StepRecord:
+    """One step of a run: its name, its wall time and the result its pass returned."""
+
+    name: str
+    seconds: float
+    result: ir.passes.PassResult
+
+
+def build_report(
+    opset_before: int | None, opset_after: int | None, records: list[StepRecord]
+) -> Report:
+    """The report of a run, assembled from its steps' results (the only place it is)."""
+    report = Report(opset_before=opset_before, opset_after=opset_after)
+    report.steps = [StepTiming(r.name, r.seconds, r.result.modified) for r in records]
+    hits: dict[str, int] = {}
+    folded: list[EyeLikeFacts] = []
+    left: list[EyeLikeFacts] = []
+    runtime: LegalizeResult | None = None
+    for record in records:
+        result = record.result
+        if isinstance(result, InferInputShapesResult) and result.failure:
+            report.warnings.append(result.failure)
+        elif isinstance(result, RulesResult):
+            hits.update(result.hits)
+        elif isinstance(result, FoldResult):
+            folded = result.folded
+        elif isinstance(result, InferOutputsResult):
+            left = result.facts
+        elif isinstance(result, LegalizeResult):
+            runtime = result
+    report.nodes = [NodeOutcome.from_facts(f) for f in [*folded, *left]]
+    report.extra["rules"] = hits
+    if runtime is not None:
+        _add_runtime(report, report.nodes[len(folded) :], left, runtime)
+    return report
+
+
+def _add_runtime(
+    report: Report,
+    outcomes: list[NodeOutcome],
+    left: list[EyeLikeFacts],
+    runtime: LegalizeResult,
+) -> None:
+    """Adds the runtime check: per node (matched by node identity), summary, warnings."""
+    by_node = {id(outcome.node): outcome for outcome in runtime.outcomes}
+    for node_outcome, facts in zip(outcomes, left, strict=True):
+        checked = by_node.get(id(facts.node))
+        if checked is not None:
+            node_outcome.runtime_supported = checked.runs
+            node_outcome.legalized = checked.legalized
+            node_outcome.runtime_note = checked.note
+    support = runtime.support
+    assert support is not None
+    report.extra["runtime"] = {
+        "name": support.runtime,
+        "version": support.version,
+        "source": support.source,
+        "rewrite": runtime.rewrite,
+        "checked": len(runtime.outcomes),
+        "unsupported": sum(o.runs is False for o in runtime.outcomes),
+        "undecided": sum(o.runs is None for o in runtime.outcomes),
+        "legalized": sum(o.legalized for o in runtime.outcomes),
+    }
+    report.warnings.extend(_runtime_warnings(runtime))
+
+
+def _runtime_warnings(runtime: LegalizeResult) -> list[str]:
+    """What the run left that the runtime may fail on, naming the option that fixes it."""
+    assert runtime.support is not None
+    target = runtime.support.describe()
+    name = runtime.support.runtime
+    if not runtime.rewrite:
+        refused = sum(o.runs is False for o in runtime.outcomes)
+        if not refused:
+            return []
+        return [
+            f"{refused} EyeLike node(s) cannot run on {target}; the option"
+            f" --target-runtime {name} (target_runtime={name!r})"
+            " rewrites them into a form it runs"
+        ]
+    left = sum(o.runs is not True and not o.legalized for o in runtime.outcomes)
+    if not left:
+        return []
+    return [f"{left} EyeLike node(s) may still fail on {target}: see their notes"]

@@ -54,15 +54,14 @@ def with_ieee_specials() -> Callable[[dict[str, np.ndarray]], dict[str, np.ndarr
 def _apply_eyelike_rules(text: str, **options: object) -> tuple[object, object, object]:
     before = ir.to_proto(ir.from_onnx_text(text))
     model = ir.from_onnx_text(text)
-    rules_pass = ApplyEyeLikeRulesPass(**options)  # type: ignore[arg-type]
-    rules_pass(model)
-    return before, model, rules_pass
+    result = ApplyEyeLikeRulesPass(**options)(model)  # type: ignore[arg-type]
+    return before, model, result
 
 
 @pytest.fixture(scope="session")
 def apply_eyelike_rules() -> Callable[..., tuple[object, object, object]]:
     """Returns ``apply(onnx_text, **pass_options) -> (original proto, rewritten ir.Model,
-    the ApplyEyeLikeRulesPass that ran, with its hits)``."""
+    the pass's RulesResult, with its hits)``."""
     return _apply_eyelike_rules
 
 

@@ -426,7 +426,7 @@ def _bad_inputs(tmp_path: Path) -> dict[str, Path]:
         ("good", ["--input-shape", "nope:3,6"], 2, "no graph input 'nope'"),
         ("good", ["--input-shape", "x:3"], 2, "rank 2"),
         ("good", ["--input-shape", "x3,6"], 2, "expected NAME:D0,D1"),
-        ("good", ["--target-opset", "99"], 1, "target_opset 99"),
+        ("good", ["--target-opset", "99"], 2, "target_opset 99"),
     ],
     ids=[
         "missing-file",

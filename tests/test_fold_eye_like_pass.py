@@ -9,7 +9,7 @@ import pytest
 import eyefold
 from eyefold.errors import InvalidModelError, UnsupportedDtypeError
 from eyefold.eyelike_types import EYELIKE_TYPES_OPSET_22
-from eyefold.passes import FoldEyeLikePass, InferEyeLikeInputShapesPass
+from eyefold.passes import FoldEyeLikePass, FoldResult, InferEyeLikeInputShapesPass
 from eyefold.testing import assert_same_outputs, check_model_safely, count_ops
 
 
@@ -17,13 +17,12 @@ def _model(text: str) -> ir.Model:
     return ir.from_onnx_text(text)
 
 
-def _fold(model: ir.Model, **options) -> FoldEyeLikePass:
+def _fold(model: ir.Model, **options) -> FoldResult:
     """Runs the fold pass after the input-shape inference it relies on in the pipeline."""
     InferEyeLikeInputShapesPass()(model)
-    fold_pass = FoldEyeLikePass(**options)
-    result = fold_pass(model)
-    assert result.modified == bool(fold_pass.folded)
-    return fold_pass
+    result = FoldEyeLikePass(**options)(model)
+    assert result.modified == bool(result.folded)
+    return result
 
 
 def test_static_input_folds_into_initializer_of_the_same_name():
@@ -34,8 +33,8 @@ def test_static_input_folds_into_initializer_of_the_same_name():
     }"""
     original = _model(text)
     model = _model(text)
-    fold_pass = _fold(model)
-    assert len(fold_pass.folded) == 1
+    result = _fold(model)
+    assert len(result.folded) == 1
     assert count_ops(model, "EyeLike") == 0
     initializer = model.graph.initializers["eye"]
     np.testing.assert_array_equal(initializer.const_value.numpy(), np.eye(3, 5, 1, np.float32))
@@ -50,8 +49,8 @@ def test_dynamic_dim_does_not_fold():
         y = Add(x, eye)
     }"""
     model = _model(text)
-    fold_pass = _fold(model)
-    assert fold_pass.folded == []
+    result = _fold(model)
+    assert result.folded == []
     assert count_ops(model, "EyeLike") == 1
     assert len(model.graph.initializers) == 0
 
@@ -97,8 +96,8 @@ def test_size_limit_each_side(limit: int, folds: bool):
         y = Mul(x, eye)
     }"""
     model = _model(text)
-    fold_pass = _fold(model, size_limit_bytes=limit)
-    assert bool(fold_pass.folded) is folds
+    result = _fold(model, size_limit_bytes=limit)
+    assert bool(result.folded) is folds
     assert count_ops(model, "EyeLike") == (0 if folds else 1)
 
 
@@ -226,8 +225,8 @@ def test_eyelike_in_function_with_constant_input_becomes_a_constant_node():
         Y = Add(X, e)
     }"""
     original, model = _model(text), _model(text)
-    fold_pass = _fold(model)
-    assert len(fold_pass.folded) == 1
+    result = _fold(model)
+    assert len(result.folded) == 1
     function = next(iter(model.functions.values()))
     assert [n.op_type for n in function] == ["Constant", "Add"]
     check_model_safely(model)

@@ -7,18 +7,17 @@ import pytest
 
 import eyefold
 from eyefold.errors import InvalidModelError
-from eyefold.passes import InferEyeLikeOutputsPass
+from eyefold.passes import InferEyeLikeOutputsPass, InferOutputsResult
 from eyefold.testing import check_model_safely
 
 
-def _infer(text: str) -> tuple[ir.Model, InferEyeLikeOutputsPass]:
+def _infer(text: str) -> tuple[ir.Model, InferOutputsResult]:
     model = ir.from_onnx_text(text)
-    infer = InferEyeLikeOutputsPass()
-    result = infer(model)
+    result = InferEyeLikeOutputsPass()(model)
     assert (
-        result.modified == any(f.action != "kept" for f in infer.facts) or not result.modified
+        result.modified == any(f.action != "kept" for f in result.facts) or not result.modified
     )
-    return model, infer
+    return model, result
 
 
 def _eye_output(model: ir.Model) -> ir.Value:

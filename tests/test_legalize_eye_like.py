@@ -24,10 +24,12 @@ from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
 
 import eyefold
-from eyefold._optimize import run_pipeline
 from eyefold.cli import main
+from eyefold.options import PipelineOptions
 from eyefold.passes import InferEyeLikeOutputsPass, LegalizeEyeLikePass, default_pipeline
 from eyefold.passes.legalize_eye_like import LEGALIZED_FOR_KEY, Plan, choose_plan
+from eyefold.passes.pipeline import run_pipeline
+from eyefold.report import StepRecord, build_report
 from eyefold.runtime_support import (
     CACHE_DIR_ENV,
     Combination,
@@ -175,13 +177,13 @@ def test_without_the_option_nothing_changes(combination, tmp_path, monkeypatch):
     original = _eyelike_model(*combination)
     result = eyefold.optimize_with_report(original)
     (outcome,) = result.report.nodes
-    assert (outcome.runtime_supported, outcome.legalized, outcome.runtime_note) == (
-        None,
-        False,
-        None,
-    )
+    # Without the option the node is only judged (from the table, no session): the report
+    # says it will not run and names the option.
+    assert (outcome.runtime_supported, outcome.legalized) == (False, False)
+    assert "would become" in outcome.runtime_note
     assert "legalize" not in [step.name for step in result.report.steps]
-    assert "runtime" not in result.report.to_dict()
+    assert result.report.to_dict()["runtime"]["rewrite"] is False
+    assert any("--target-runtime onnxruntime" in w for w in result.report.warnings)
     assert [n.op_type for n in result.model.graph.node] == ["EyeLike"]
     assert not _loads(result.model)
     assert not (tmp_path / "cache").exists()
@@ -262,12 +264,13 @@ def test_plan_uses_bfloat16_only_where_the_opset_has_it():
 def test_node_without_a_supported_form_at_its_opset_is_left_and_reported():
     model = ir.serde.deserialize_model(_eyelike_model(ir.DataType.BOOL, None, opset=21))
     InferEyeLikeOutputsPass()(model)
-    legalize = LegalizeEyeLikePass(support=_only({(ir.DataType.BFLOAT16, None)}))
-    assert not legalize(model).modified
-    (outcome,) = legalize.outcomes
+    result = LegalizeEyeLikePass(support=_only({(ir.DataType.BFLOAT16, None)}))(model)
+    assert not result.modified
+    (outcome,) = result.outcomes
     assert (outcome.runs, outcome.legalized) == (False, False)
     assert "no supported form exists at opset 21" in outcome.note
-    assert "may still fail" in legalize.warnings()[0]
+    report = build_report(21, 21, [StepRecord("legalize", 0.0, result)])
+    assert "may still fail" in report.warnings[0]
     assert [n.op_type for n in model.graph] == ["EyeLike"]
 
 
@@ -448,7 +451,7 @@ def test_check_only_never_probes_changes_nothing_and_suggests_the_option(
     monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path / "empty-cache"))
     original = ir.serde.deserialize_model(_eyelike_model(ir.DataType.BOOL, None))
     before = ir.to_proto(original).SerializeToString()
-    report = run_pipeline(original, check_runtime="onnxruntime")
+    report = run_pipeline(original)
     assert ir.to_proto(original).SerializeToString() == before
     assert report.extra["runtime"]["source"] == "fallback"
     assert report.nodes[0].runtime_supported is False
@@ -461,7 +464,7 @@ def test_check_only_never_probes_changes_nothing_and_suggests_the_option(
 def test_check_only_is_quiet_for_a_supported_node(tmp_path, monkeypatch):
     monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path / "empty-cache"))
     model = ir.serde.deserialize_model(_eyelike_model(ir.DataType.FLOAT, None))
-    report = run_pipeline(model, check_runtime="onnxruntime")
+    report = run_pipeline(model)
     assert report.nodes[0].runtime_supported is True
     assert report.warnings == []
 
@@ -472,9 +475,10 @@ def test_check_only_is_quiet_for_a_supported_node(tmp_path, monkeypatch):
 def test_default_pipeline_with_a_target_runtime_legalizes():
     original = _eyelike_model(ir.DataType.UINT16, None)
     with_target = ir.serde.deserialize_model(original)
-    assert default_pipeline(upgrade=False, target_runtime="onnxruntime")(with_target).modified
+    options = PipelineOptions(upgrade=False, target_runtime="onnxruntime")
+    assert default_pipeline(options)(with_target).modified
     without = ir.serde.deserialize_model(original)
-    default_pipeline(upgrade=False)(without)
+    default_pipeline(PipelineOptions(upgrade=False))(without)
     assert [n.op_type for n in without.graph] == ["EyeLike"]
     feeds = random_inputs(original, dims=DIMS)
     assert _run_bits(ir.to_proto(with_target), feeds) == _reference_bits(original, feeds)

@@ -12,7 +12,8 @@ import pytest
 
 import eyefold
 from eyefold.errors import EyefoldError
-from eyefold.passes import default_pipeline
+from eyefold.options import PipelineOptions
+from eyefold.passes import FoldResult, RulesResult, default_pipeline, pipeline_steps, report_of
 from eyefold.testing import assert_same_outputs, check_model_safely, count_ops, random_inputs
 
 SAMPLES = pathlib.Path(__file__).resolve().parent.parent / "sample_models"
@@ -126,11 +127,60 @@ def test_deterministic_and_idempotent(path: pathlib.Path):
     )
 
 
-def test_default_pipeline_in_a_pass_manager_matches_optimize():
-    via_manager = ir.load(SAMPLES / "torch_eye_chain.onnx")
-    result = default_pipeline(upgrade=False)(via_manager)
-    assert result.modified
-    via_optimize = eyefold.optimize(ir.load(SAMPLES / "torch_eye_chain.onnx"), upgrade=False)
-    assert ir.to_proto(result.model).SerializeToString(deterministic=True) == ir.to_proto(
-        via_optimize
-    ).SerializeToString(deterministic=True)
+def test_default_pipeline_inside_a_users_pass_manager_leaves_its_report_on_the_model():
+    model = ir.load(SAMPLES / "torch_eye_chain.onnx")
+    manager = ir.passes.PassManager(
+        [
+            default_pipeline(PipelineOptions(size_limit=4096)),
+            ir.passes.common.RemoveUnusedNodesPass(),
+        ]
+    )
+    assert manager(model).modified
+    report = report_of(model)
+    assert report is not None
+    assert report.counts() == {"total": 1, "folded": 1, "inferred": 0, "kept": 0}
+    assert [n.op_type for n in model.graph] == ["MatMul"]  # the chain folded away
+
+
+def test_pipeline_result_carries_each_steps_own_result():
+    model = ir.load(SAMPLES / "torch_eye_chain.onnx")
+    result = default_pipeline(PipelineOptions(upgrade=False))(model)
+    by_step = {record.name: record.result for record in result.steps}
+    assert isinstance(by_step["fold"], FoldResult)
+    assert [facts.node.name for facts in by_step["fold"].folded] == ["eye"]
+    assert isinstance(by_step["rules-before-fold"], RulesResult)
+    assert result.report.nodes[0].action == "folded"
+    assert [step.name for step in pipeline_steps(PipelineOptions(upgrade=False))] == list(
+        by_step
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"size_limit": -1}, "size_limit must be a non-negative int"),
+        ({"target_opset": 1}, "target_opset 1 is outside 9.."),
+        ({"target_runtime": "tpu"}, "unknown target runtime 'tpu'"),
+        ({"rules": ["no_such_rule"]}, "unknown rule no_such_rule"),
+        ({"rules": ["matmul_float_identity"]}, "is relaxed"),
+        ({"input_shapes": ["x"]}, "expected NAME:D0,D1"),
+    ],
+    ids=["negative-size", "opset-below-9", "runtime", "rule", "relaxed-rule", "shape-syntax"],
+)
+def test_options_are_checked_once_for_every_entry_point(options, message):
+    with pytest.raises(EyefoldError, match=message):
+        PipelineOptions(**options)
+    with pytest.raises(EyefoldError, match=message):
+        default_pipeline(PipelineOptions(**options))
+    with pytest.raises(EyefoldError, match=message):
+        eyefold.optimize(onnx.load(SAMPLES / "torch_eye_chain.onnx"), **options)
+
+
+def test_library_input_shapes_do_what_the_cli_option_does():
+    text = """<ir_version: 10, opset_import: ["" : 22]>
+    g (float[n,n] x) => (float[n,n] y) { y = EyeLike(x) }"""
+    kept = eyefold.optimize_with_report(ir.from_onnx_text(text)).report
+    pinned = eyefold.optimize_with_report(ir.from_onnx_text(text), input_shapes={"x": [3, 3]})
+    assert kept.counts()["folded"] == 0
+    assert pinned.report.counts()["folded"] == 1
+    assert pinned.report.steps[0].name == "pin-input-shapes"

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import eyefold
 from eyefold.cli import main
 from eyefold.eyelike_types import EYELIKE_TYPES_OPSET_22
-from eyefold.passes import ApplyEyeLikeRulesPass, default_pipeline
+from eyefold.passes import ApplyEyeLikeRulesPass
 from eyefold.rule_registry import load_rules
 from eyefold.rules import ALL_RULES
 from eyefold.testing import (
@@ -107,7 +107,7 @@ def test_cli_rules_lists_every_rule(capsys):
     [
         (["--rules", "cast_to_dtype,nope"], "unknown rule nope"),
         (["--rules", ","], "unknown rule"),
-        (["--rules", "matmul_float_identity"], "add --relaxed"),
+        (["--rules", "matmul_float_identity"], "(--relaxed)"),
     ],
     ids=["unknown", "empty", "relaxed-without-flag"],
 )
@@ -250,13 +250,3 @@ def _with_specials(feeds):
     x = feeds["x"].reshape(-1)
     x[: min(4, x.size)] = np.array([np.nan, np.inf, -np.inf, -0.0], np.float32)[: x.size]
     return feeds
-
-
-def test_default_pipeline_runs_the_rules_like_optimize():
-    via_manager = ir.from_onnx_text(RULES_TEXT)
-    assert default_pipeline(upgrade=False)(via_manager).modified
-    via_optimize = eyefold.optimize(ir.from_onnx_text(RULES_TEXT), upgrade=False)
-    assert ir.to_proto(via_manager).SerializeToString(deterministic=True) == ir.to_proto(
-        via_optimize
-    ).SerializeToString(deterministic=True)
-    assert [n.op_type for n in via_manager.graph] == ["Identity"]  # all else folded

@@ -22,9 +22,8 @@ assert eyefold.rules.__file__.startswith(sys.argv[1]), eyefold.rules.__file__
 assert eyefold.__file__.startswith(sys.argv[1]), eyefold.__file__
 model = ir.from_onnx_text('''<ir_version: 10, opset_import: ["" : 22]>
 agraph (float[3,3] x) => (int32[3,3] y) { e = EyeLike(x)  y = Cast<to=6>(e) }''')
-rules = ApplyEyeLikeRulesPass()
-rules(model)
-print(len(eyefold.rules.ALL_RULES), rules.hits["cast_to_dtype"])
+result = ApplyEyeLikeRulesPass()(model)
+print(len(eyefold.rules.ALL_RULES), result.hits["cast_to_dtype"])
 """
 
 

@@ -25,6 +25,7 @@ from onnx.reference import ReferenceEvaluator
 import eyefold
 from eyefold.errors import InvalidModelError, UnsupportedDtypeError, UpgradeError
 from eyefold.onnx_safety import defuse_eyelike_dtype
+from eyefold.options import PipelineOptions
 from eyefold.passes import UpgradeOpsetPass, default_pipeline
 from eyefold.passes.upgrade_opset import min_ir_version
 
@@ -881,13 +882,14 @@ def test_no_upgrade_keeps_the_opset():
 
 
 def test_default_pipeline_runs_the_upgrade_first():
-    manager = default_pipeline(target_opset=21)
+    manager = default_pipeline(PipelineOptions(target_opset=21))
     assert isinstance(manager.passes[0], UpgradeOpsetPass)
     model = ir.serde.deserialize_model(corpus_model(13))
     manager(model)
     assert model.opset_imports[""] == 21
     assert not any(
-        isinstance(p, UpgradeOpsetPass) for p in default_pipeline(upgrade=False).passes
+        isinstance(p, UpgradeOpsetPass)
+        for p in default_pipeline(PipelineOptions(upgrade=False)).passes
     )
 
 

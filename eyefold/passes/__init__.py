@@ -1,22 +1,47 @@
-"""eyefold's onnx-ir passes; each works alone or inside an ``ir.passes.PassManager``."""
+"""eyefold's onnx-ir passes; each works alone or inside an ``ir.passes.PassManager``.
+
+Each pass returns a ``PassResult`` subclass carrying what it found (``FoldResult.folded``,
+``RulesResult.hits``, ``LegalizeResult.outcomes``...). :func:`default_pipeline` builds
+them all for a :class:`~eyefold.options.PipelineOptions`.
+"""
 
 from __future__ import annotations
 
-from eyefold.passes.apply_rules import ApplyEyeLikeRulesPass
-from eyefold.passes.fold_eye_like import DEFAULT_SIZE_LIMIT_BYTES, FoldEyeLikePass
-from eyefold.passes.infer_eye_like import InferEyeLikeOutputsPass
-from eyefold.passes.infer_input_shapes import InferEyeLikeInputShapesPass
-from eyefold.passes.legalize_eye_like import LegalizeEyeLikePass
-from eyefold.passes.pipeline import default_pipeline
+from eyefold.passes.apply_rules import ApplyEyeLikeRulesPass, RulesResult
+from eyefold.passes.fold_eye_like import FoldEyeLikePass, FoldResult
+from eyefold.passes.infer_eye_like import InferEyeLikeOutputsPass, InferOutputsResult
+from eyefold.passes.infer_input_shapes import (
+    InferEyeLikeInputShapesPass,
+    InferInputShapesResult,
+)
+from eyefold.passes.legalize_eye_like import LegalizeEyeLikePass, LegalizeResult
+from eyefold.passes.pin_input_shapes import PinInputShapesPass, PinInputShapesResult
+from eyefold.passes.pipeline import (
+    EyefoldPipeline,
+    PipelineResult,
+    default_pipeline,
+    pipeline_steps,
+    report_of,
+)
 from eyefold.passes.upgrade_opset import UpgradeOpsetPass
 
 __all__ = [
-    "DEFAULT_SIZE_LIMIT_BYTES",
     "ApplyEyeLikeRulesPass",
+    "EyefoldPipeline",
     "FoldEyeLikePass",
+    "FoldResult",
     "InferEyeLikeInputShapesPass",
     "InferEyeLikeOutputsPass",
+    "InferInputShapesResult",
+    "InferOutputsResult",
     "LegalizeEyeLikePass",
+    "LegalizeResult",
+    "PinInputShapesPass",
+    "PinInputShapesResult",
+    "PipelineResult",
+    "RulesResult",
     "UpgradeOpsetPass",
     "default_pipeline",
+    "pipeline_steps",
+    "report_of",
 ]

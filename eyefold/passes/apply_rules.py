@@ -13,6 +13,7 @@ Rewrites use the rules' own ``try_rewrite`` and onnx-ir's
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterable, Sequence
 
@@ -26,7 +27,7 @@ from eyefold.core.scopes import Scope, iter_scopes
 from eyefold.rule_registry import select_rules
 from eyefold.rules import Phase, RuleSpec
 
-__all__ = ["DEFAULT_MAX_ROUNDS", "RULE_TAG_KEY", "ApplyEyeLikeRulesPass"]
+__all__ = ["DEFAULT_MAX_ROUNDS", "RULE_TAG_KEY", "ApplyEyeLikeRulesPass", "RulesResult"]
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +122,13 @@ def _next_candidates(
     return found
 
 
+@dataclasses.dataclass
+class RulesResult(ir.passes.PassResult):
+    """The pass result, with how often each selected rule fired (registry order)."""
+
+    hits: dict[str, int] = dataclasses.field(default_factory=dict)
+
+
 class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):
     """Applies the selected rewrite rules in the main graph, subgraphs and functions.
 
@@ -131,7 +139,6 @@ class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):
     Attributes:
         specs: the selected rules, in registry order.
         max_rounds: bound on the rewrite rounds per scope.
-        hits: after a call, how often each selected rule fired.
     """
 
     def __init__(
@@ -150,25 +157,26 @@ class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):
         super().__init__()
         self.specs: tuple[RuleSpec, ...] = select_rules(rules, relaxed=relaxed, phase=phase)
         self.max_rounds = max_rounds
-        self.hits: dict[str, int] = {}
 
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
+    def call(self, model: ir.Model) -> RulesResult:
         """Rewrites every scope of ``model`` in place."""
-        self.hits = dict.fromkeys((spec.name for spec in self.specs), 0)
+        hits = dict.fromkeys((spec.name for spec in self.specs), 0)
         if not self.specs:
-            return ir.passes.PassResult(model, modified=False)
+            return RulesResult(model, modified=False, hits=hits)
         scopes = list(iter_scopes(model))
         constant_dtypes = frozenset().union(*(s.constant_dtypes for s in self.specs))
         roots = _candidate_roots(scopes, constant_dtypes)
         for scope in scopes:
             candidates = roots.get(id(_body(scope.graph)))
             if candidates:
-                self._rewrite_scope(model, scope, candidates)
-        total = sum(self.hits.values())
-        logger.info("EyeLike rewrite rules fired %d times: %s", total, self.hits)
-        return ir.passes.PassResult(model, modified=bool(total))
+                self._rewrite_scope(model, scope, candidates, hits)
+        total = sum(hits.values())
+        logger.info("EyeLike rewrite rules fired %d times: %s", total, hits)
+        return RulesResult(model, modified=bool(total), hits=hits)
 
-    def _rewrite_scope(self, model: ir.Model, scope: Scope, candidates: list[ir.Node]) -> None:
+    def _rewrite_scope(
+        self, model: ir.Model, scope: Scope, candidates: list[ir.Node], hits: dict[str, int]
+    ) -> None:
         body = _body(scope.graph)
         work = candidates
         for _ in range(self.max_rounds):
@@ -176,7 +184,7 @@ class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):
             for node in work:
                 if node.graph is not body:
                     continue  # removed (or never here) since it was queued
-                following.extend(self._try_rules(model, scope.graph, node))
+                following.extend(self._try_rules(model, scope.graph, node, hits))
             seen: set[int] = set()
             work = [n for n in following if not (id(n) in seen or seen.add(id(n)))]
             if not work:
@@ -188,7 +196,11 @@ class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):
         )
 
     def _try_rules(
-        self, model: ir.Model, graph_or_function: ir.Graph | ir.Function, node: ir.Node
+        self,
+        model: ir.Model,
+        graph_or_function: ir.Graph | ir.Function,
+        node: ir.Node,
+        hits: dict[str, int],
     ) -> list[ir.Node]:
         """Applies the first rule that matches at ``node``; returns the next candidates."""
         for spec in self.specs:
@@ -200,7 +212,7 @@ class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):
             _apply(graph_or_function, node, spec.rule, delta)
             for new_node in delta.new_nodes:
                 new_node.metadata_props[RULE_TAG_KEY] = spec.name
-            self.hits[spec.name] += 1
+            hits[spec.name] += 1
             return _next_candidates(delta.new_nodes, delta.new_outputs)
         return []
 

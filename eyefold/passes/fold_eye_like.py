@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import onnx_ir as ir
@@ -11,12 +12,18 @@ from eyefold.core.analysis import EyeLikeFacts, analyze_eyelike, node_label
 from eyefold.core.dead_code import remove_dead_producers
 from eyefold.core.scopes import Scope, is_eyelike, iter_scopes
 from eyefold.errors import SizeLimitError
+from eyefold.options import DEFAULT_SIZE_LIMIT_BYTES
 
-__all__ = ["DEFAULT_SIZE_LIMIT_BYTES", "FoldEyeLikePass", "graph_inputs_feeding"]
+__all__ = ["FoldEyeLikePass", "FoldResult", "graph_inputs_feeding"]
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_SIZE_LIMIT_BYTES = 1 << 20
+
+@dataclasses.dataclass
+class FoldResult(ir.passes.PassResult):
+    """The pass result, with the facts of every node folded (in visiting order)."""
+
+    folded: list[EyeLikeFacts] = dataclasses.field(default_factory=list)
 
 
 _NO_INPUTS: frozenset[str] = frozenset()
@@ -101,17 +108,15 @@ class FoldEyeLikePass(ir.passes.InPlacePass):
 
     Attributes:
         size_limit_bytes: largest output, in bytes, that is folded.
-        folded: facts about the nodes the last call folded.
     """
 
     def __init__(self, *, size_limit_bytes: int = DEFAULT_SIZE_LIMIT_BYTES) -> None:
         super().__init__()
         self.size_limit_bytes = size_limit_bytes
-        self.folded: list[EyeLikeFacts] = []
 
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
+    def call(self, model: ir.Model) -> FoldResult:
         """Folds every foldable EyeLike in the main graph, subgraphs and functions."""
-        self.folded = []
+        folded: list[EyeLikeFacts] = []
         memo: dict[int, frozenset[str]] = {}
         for scope in list(iter_scopes(model)):
             if scope.top_node is not None and scope.top_node.graph is None:
@@ -128,7 +133,7 @@ class FoldEyeLikePass(ir.passes.InPlacePass):
                 facts.from_inputs = sorted(graph_inputs_feeding(source, memo))
                 _fold(scope, facts)
                 sources.setdefault(id(source), source)
-                self.folded.append(facts)
+                folded.append(facts)
             remove_dead_producers(list(sources.values()))
-        logger.info("EyeLike nodes folded: %d", len(self.folded))
-        return ir.passes.PassResult(model, modified=bool(self.folded))
+        logger.info("EyeLike nodes folded: %d", len(folded))
+        return FoldResult(model, modified=bool(folded), folded=folded)

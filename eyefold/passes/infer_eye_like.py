@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import onnx_ir as ir
@@ -10,9 +11,9 @@ from eyefold.core.analysis import EyeLikeFacts, analyze_eyelike, node_label
 from eyefold.core.scopes import is_eyelike, iter_scopes
 from eyefold.core.shapes import merge_shapes
 from eyefold.errors import InvalidModelError
-from eyefold.passes.fold_eye_like import DEFAULT_SIZE_LIMIT_BYTES
+from eyefold.options import DEFAULT_SIZE_LIMIT_BYTES
 
-__all__ = ["InferEyeLikeOutputsPass"]
+__all__ = ["InferEyeLikeOutputsPass", "InferOutputsResult"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +52,13 @@ def _infer(facts: EyeLikeFacts) -> bool:
     return changed
 
 
+@dataclasses.dataclass
+class InferOutputsResult(ir.passes.PassResult):
+    """The pass result, with every EyeLike node seen, its action and its reason."""
+
+    facts: list[EyeLikeFacts] = dataclasses.field(default_factory=list)
+
+
 class InferEyeLikeOutputsPass(ir.passes.InPlacePass):
     """Sets the output type and shape of every EyeLike left in the model.
 
@@ -60,7 +68,6 @@ class InferEyeLikeOutputsPass(ir.passes.InPlacePass):
     Attributes:
         size_limit_bytes: the fold limit, used only to explain why a node did not fold.
         fold_enabled: False when folding was turned off, for the same explanation.
-        facts: the nodes the last call saw, with their action and reason.
     """
 
     def __init__(
@@ -69,11 +76,10 @@ class InferEyeLikeOutputsPass(ir.passes.InPlacePass):
         super().__init__()
         self.size_limit_bytes = size_limit_bytes
         self.fold_enabled = fold_enabled
-        self.facts: list[EyeLikeFacts] = []
 
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
+    def call(self, model: ir.Model) -> InferOutputsResult:
         """Infers the outputs of the EyeLike nodes in every scope."""
-        self.facts = []
+        seen: list[EyeLikeFacts] = []
         changed = 0
         for scope in iter_scopes(model):
             for node in scope.graph:
@@ -86,6 +92,6 @@ class InferEyeLikeOutputsPass(ir.passes.InPlacePass):
                     # Only reached when this pass runs without the fold pass before it.
                     facts.action, facts.reason = "inferred", "not folded (fold pass not run)"
                 changed += _infer(facts)
-                self.facts.append(facts)
+                seen.append(facts)
         logger.info("EyeLike outputs inferred: %d", changed)
-        return ir.passes.PassResult(model, modified=bool(changed))
+        return InferOutputsResult(model, modified=bool(changed), facts=seen)

@@ -26,7 +26,12 @@ from eyefold.core.scopes import Scope, is_eyelike, iter_scopes, subgraphs_of
 from eyefold.core.shapes import merge_shapes
 from eyefold.onnx_safety import defuse_eyelike_dtype
 
-__all__ = ["SLICE_INITIALIZER_LIMIT_BYTES", "InferEyeLikeInputShapesPass", "needs_inference"]
+__all__ = [
+    "SLICE_INITIALIZER_LIMIT_BYTES",
+    "InferEyeLikeInputShapesPass",
+    "InferInputShapesResult",
+    "needs_inference",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -230,25 +235,30 @@ def _apply(target: ir.Value, type_proto: onnx.TypeProto) -> bool:
     return changed
 
 
+@dataclasses.dataclass
+class InferInputShapesResult(ir.passes.PassResult):
+    """The pass result.
+
+    Attributes:
+        learned: EyeLike inputs whose type or shape the call filled in.
+        failure: the message of a failed (skipped) inference, or None.
+    """
+
+    learned: list[ir.Value] = dataclasses.field(default_factory=list)
+    failure: str | None = None
+
+
 class InferEyeLikeInputShapesPass(ir.passes.InPlacePass):
     """Fills in the types and shapes of EyeLike inputs with onnx's data-propagating inference.
 
     Best effort: if onnx's inference raises, the model is left as it was and the failure is
-    logged (the fold pass then keeps the affected nodes and says why).
-
-    Attributes:
-        learned: EyeLike inputs whose type or shape this call filled in.
-        failure: the message of a failed inference, or None.
+    logged and returned in the result (the fold pass then keeps the affected nodes and
+    says why).
     """
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.learned: list[ir.Value] = []
-        self.failure: str | None = None
-
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
+    def call(self, model: ir.Model) -> InferInputShapesResult:
         """Runs inference once per root graph whose EyeLike inputs need it."""
-        self.learned, self.failure = [], None
+        result = InferInputShapesResult(model, modified=False)
         for piece in _collect_slices(model):
             proto, names = _slice_model(model, piece)
             try:
@@ -256,14 +266,15 @@ class InferEyeLikeInputShapesPass(ir.passes.InPlacePass):
                     proto, check_type=False, strict_mode=False, data_prop=True
                 )
             except Exception as error:  # onnx raises several unrelated types here
-                self.failure = f"onnx shape inference failed: {error}"
-                logger.warning("%s", self.failure)
+                result.failure = f"onnx shape inference failed: {error}"
+                logger.warning("%s", result.failure)
                 continue
             types = _inferred_types(inferred, names)
             for target in piece.targets:
                 graph = target.graph
                 found = types.get((id(graph), target.name or "")) if graph else None
                 if found is not None and _apply(target, found):
-                    self.learned.append(target)
-        logger.info("EyeLike inputs learned by shape inference: %d", len(self.learned))
-        return ir.passes.PassResult(model, modified=bool(self.learned))
+                    result.learned.append(target)
+        logger.info("EyeLike inputs learned by shape inference: %d", len(result.learned))
+        result.modified = bool(result.learned)
+        return result

@@ -24,6 +24,7 @@ __all__ = [
     "LEGALIZED_FOR_KEY",
     "LegalizeEyeLikePass",
     "LegalizeOutcome",
+    "LegalizeResult",
     "Plan",
     "choose_plan",
 ]
@@ -84,6 +85,21 @@ class LegalizeOutcome:
     runs: bool | None
     legalized: bool
     note: str
+
+
+@dataclasses.dataclass
+class LegalizeResult(ir.passes.PassResult):
+    """The pass result.
+
+    Attributes:
+        support: what the target runs (and where that table came from).
+        rewrite: whether the pass rewrote nodes or only judged them.
+        outcomes: one per EyeLike node seen, in scope order.
+    """
+
+    support: EyeLikeSupport | None = None
+    rewrite: bool = True
+    outcomes: list[LegalizeOutcome] = dataclasses.field(default_factory=list)
 
 
 def _cast_allows(data_type: ir.DataType, opset: int | None) -> bool:
@@ -273,8 +289,7 @@ class LegalizeEyeLikePass(ir.passes.InPlacePass):
         runtime: the target, e.g. ``onnxruntime``.
         support: what the target runs; measured (or read from the cache) on first use when
             not given.
-        rewrite: False only judges (fills ``outcomes``) and changes nothing.
-        outcomes: one per EyeLike node seen by the last call.
+        rewrite: False only judges (the result's ``outcomes``) and changes nothing.
     """
 
     def __init__(
@@ -289,63 +304,44 @@ class LegalizeEyeLikePass(ir.passes.InPlacePass):
         self.runtime = runtime
         self.support = support
         self.rewrite = rewrite
-        self.outcomes: list[LegalizeOutcome] = []
 
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
+    def call(self, model: ir.Model) -> LegalizeResult:
         """Legalizes the EyeLike nodes of every scope."""
         if self.support is None:
-            self.support = get_support(self.runtime)
+            # Judging only never creates a session: the cached measurement or the table.
+            self.support = get_support(self.runtime, probe=self.rewrite)
         support = self.support
         names = _FreshNames(model)
-        self.outcomes = []
-        for scope in iter_scopes(model):
-            for node in list(scope.graph):
-                if is_eyelike(node):
-                    self.outcomes.append(self._visit(scope, node, support, names))
-        count = sum(outcome.legalized for outcome in self.outcomes)
+        outcomes = [
+            self._visit(scope, node, support, names)
+            for scope in iter_scopes(model)
+            for node in list(scope.graph)
+            if is_eyelike(node)
+        ]
+        count = sum(outcome.legalized for outcome in outcomes)
         logger.info("EyeLike nodes legalized for %s: %d", support.describe(), count)
-        return ir.passes.PassResult(model, modified=bool(count))
-
-    def warnings(self) -> list[str]:
-        """What the last call left that the target may still fail on, in words."""
-        assert self.support is not None
-        target = self.support.describe()
-        if not self.rewrite:
-            refused = sum(o.runs is False for o in self.outcomes)
-            if not refused:
-                return []
-            return [
-                f"{refused} EyeLike node(s) cannot run on {target}; the option"
-                f" --target-runtime {self.runtime} (target_runtime={self.runtime!r})"
-                " rewrites them into a form it runs"
-            ]
-        left = sum(o.runs is not True and not o.legalized for o in self.outcomes)
-        if not left:
-            return []
-        return [f"{left} EyeLike node(s) may still fail on {target}: see their notes"]
-
-    def summary(self) -> dict[str, object]:
-        """The runtime check for the report: target, where its table came from, counts."""
-        assert self.support is not None
-        return {
-            "name": self.support.runtime,
-            "version": self.support.version,
-            "source": self.support.source,
-            "rewrite": self.rewrite,
-            "checked": len(self.outcomes),
-            "unsupported": sum(o.runs is False for o in self.outcomes),
-            "undecided": sum(o.runs is None for o in self.outcomes),
-            "legalized": sum(o.legalized for o in self.outcomes),
-        }
+        return LegalizeResult(
+            model,
+            modified=bool(count),
+            support=support,
+            rewrite=self.rewrite,
+            outcomes=outcomes,
+        )
 
     def _visit(
         self, scope: Scope, node: ir.Node, support: EyeLikeSupport, names: _FreshNames
     ) -> LegalizeOutcome:
         source = node.inputs[0].dtype if node.inputs and node.inputs[0] is not None else None
         attr = node.attributes.get("dtype")
+        target = support.describe()
+        if attr is not None and attr.is_ref():
+            note = (
+                f"dtype refers to the function attribute {attr.ref_attr_name!r}: whether"
+                f" {target} runs {node_label(node)} depends on each call; left as is"
+            )
+            return LegalizeOutcome(node, scope, None, False, note)
         dtype = to_data_type(attr.as_int()) if attr is not None else None
         output_type = dtype or source
-        target = support.describe()
         runs = _runs(support, source, dtype, scope.opset)
         combination = (
             f"EyeLike {source.name if source else '(unknown)'} -> "

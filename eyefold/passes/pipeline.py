@@ -1,52 +1,168 @@
-"""The default pass sequence, for users composing eyefold with their own passes."""
+"""The one definition of eyefold's pipeline: the steps for given options, and how they run.
+
+``eyefold.optimize``, the command line and :func:`default_pipeline` all run the list
+:func:`pipeline_steps` returns, through :func:`run_steps`, which times each step and builds
+the report from the passes' results. A PassManager drops the results of the passes it
+runs, so :class:`EyefoldPipeline` also leaves its report on the model
+(:func:`report_of`), where a user's own PassManager cannot lose it.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import Sequence
 
 import onnx_ir as ir
 
+from eyefold.core.domains import default_opset
+from eyefold.core.rule_spec import PHASES
+from eyefold.options import PipelineOptions
 from eyefold.passes.apply_rules import ApplyEyeLikeRulesPass
-from eyefold.passes.fold_eye_like import DEFAULT_SIZE_LIMIT_BYTES, FoldEyeLikePass
+from eyefold.passes.fold_eye_like import FoldEyeLikePass
 from eyefold.passes.infer_eye_like import InferEyeLikeOutputsPass
 from eyefold.passes.infer_input_shapes import InferEyeLikeInputShapesPass
 from eyefold.passes.legalize_eye_like import LegalizeEyeLikePass
+from eyefold.passes.pin_input_shapes import PinInputShapesPass
 from eyefold.passes.upgrade_opset import UpgradeOpsetPass
+from eyefold.report import Report, StepRecord, build_report
 
-__all__ = ["default_pipeline"]
+__all__ = [
+    "REPORT_META_KEY",
+    "EyefoldPipeline",
+    "PipelineResult",
+    "Step",
+    "default_pipeline",
+    "pipeline_steps",
+    "report_of",
+    "run_pipeline",
+    "run_steps",
+]
+
+# Key of the report in ``model.meta`` (kept in memory, never serialized).
+REPORT_META_KEY = "pkg.eyefold.report"
+
+# Without a target runtime, the EyeLike nodes left are judged against this one's table
+# (cached measurement or built-in fallback; no session is created) and the report says
+# which would not run there.
+_JUDGED_RUNTIME = "onnxruntime"
 
 
-def default_pipeline(
-    *,
-    fold: bool = True,
-    size_limit_bytes: int = DEFAULT_SIZE_LIMIT_BYTES,
-    upgrade: bool = True,
-    target_opset: int = 22,
-    target_runtime: str | None = None,
-    rules: Sequence[str] | None = None,
-    relaxed: bool = False,
-) -> ir.passes.PassManager:
-    """The passes ``eyefold.optimize`` runs, as one PassManager (run once, in order).
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One pipeline step: the name the report uses, and the pass that does it."""
 
-    ``upgrade`` puts :class:`UpgradeOpsetPass` (to ``target_opset``) first;
-    ``target_runtime`` puts :class:`LegalizeEyeLikePass` for that runtime last;
-    ``rules``/``relaxed`` select the rewrite rules run before and after folding.
+    name: str
+    pass_: ir.passes.PassBase
 
-    >>> manager = default_pipeline()
+
+def pipeline_steps(options: PipelineOptions | None = None) -> list[Step]:
+    """The steps eyefold runs for ``options``, in order.
+
+    >>> [step.name for step in pipeline_steps(PipelineOptions(upgrade=False))]
+    ['infer-input-shapes', 'rules-before-fold', 'fold', 'infer-outputs', 'runtime-check']
+    """
+    options = options or PipelineOptions()
+    steps: list[Step] = []
+    if options.input_shapes:
+        steps.append(Step("pin-input-shapes", PinInputShapesPass(options.input_shapes)))
+    if options.upgrade:
+        # Before shape inference: onnx propagates shape data through Unsqueeze, Concat,
+        # Squeeze, Slice and Cast only from opset 13.
+        steps.append(Step("upgrade", UpgradeOpsetPass(options.target_opset)))
+    steps.append(Step("infer-input-shapes", InferEyeLikeInputShapesPass()))
+    rules = {
+        phase: ApplyEyeLikeRulesPass(rules=options.rules, relaxed=options.relaxed, phase=phase)
+        for phase in PHASES
+    }
+    if rules["before-fold"].specs:
+        steps.append(Step("rules-before-fold", rules["before-fold"]))
+    if options.fold:
+        steps.append(Step("fold", FoldEyeLikePass(size_limit_bytes=options.size_limit)))
+    if rules["after-fold"].specs:
+        steps.append(Step("rules-after-fold", rules["after-fold"]))
+    steps.append(
+        Step(
+            "infer-outputs",
+            InferEyeLikeOutputsPass(
+                size_limit_bytes=options.size_limit, fold_enabled=options.fold
+            ),
+        )
+    )
+    # Last: it reads the types the passes before it set.
+    if options.target_runtime is not None:
+        steps.append(Step("legalize", LegalizeEyeLikePass(options.target_runtime)))
+    else:
+        judge = LegalizeEyeLikePass(_JUDGED_RUNTIME, rewrite=False)
+        steps.append(Step("runtime-check", judge))
+    return steps
+
+
+@dataclasses.dataclass
+class PipelineResult(ir.passes.PassResult):
+    """The result of a whole run: each step's own result, and the report built from them.
+
+    Attributes:
+        steps: one record per step, in order (name, seconds, the pass's result).
+        report: what the run did, per EyeLike node.
+    """
+
+    steps: list[StepRecord] = dataclasses.field(default_factory=list)
+    report: Report = dataclasses.field(default_factory=Report)
+
+
+def run_steps(model: ir.Model, steps: Sequence[Step]) -> PipelineResult:
+    """Runs ``steps`` on ``model`` in place; errors propagate unwrapped (EyefoldError)."""
+    opset_before = default_opset(model.opset_imports)
+    records = []
+    for step in steps:
+        start = time.perf_counter()
+        result = step.pass_(model)
+        records.append(StepRecord(step.name, time.perf_counter() - start, result))
+        model = result.model
+    report = build_report(opset_before, default_opset(model.opset_imports), records)
+    modified = any(record.result.modified for record in records)
+    return PipelineResult(model, modified=modified, steps=records, report=report)
+
+
+def run_pipeline(model: ir.Model, options: PipelineOptions | None = None) -> Report:
+    """Runs every step for ``options`` on ``model`` in place and returns the report."""
+    return run_steps(model, pipeline_steps(options)).report
+
+
+class EyefoldPipeline(ir.passes.PassManager):
+    """eyefold's steps as one PassManager, for users composing it with their own passes.
+
+    Calling it returns a :class:`PipelineResult` and leaves the report on the model,
+    where :func:`report_of` reads it (also when an outer PassManager ran it).
+
+    Attributes:
+        options: what the pipeline was built for.
+        pipeline: its steps.
+    """
+
+    def __init__(self, options: PipelineOptions | None = None) -> None:
+        self.options = options or PipelineOptions()
+        self.pipeline = pipeline_steps(self.options)
+        super().__init__([step.pass_ for step in self.pipeline], steps=1)
+
+    def call(self, model: ir.Model) -> PipelineResult:
+        """Runs the steps once, in order."""
+        result = run_steps(model, self.pipeline)
+        result.model.meta[REPORT_META_KEY] = result.report
+        return result
+
+
+def default_pipeline(options: PipelineOptions | None = None) -> EyefoldPipeline:
+    """The passes ``eyefold.optimize`` runs for ``options``, as one PassManager.
+
+    >>> manager = default_pipeline(PipelineOptions(target_opset=22))
     >>> [type(p).__name__ for p in manager.passes][1:4]
     ['InferEyeLikeInputShapesPass', 'ApplyEyeLikeRulesPass', 'FoldEyeLikePass']
     """
-    passes: list[ir.passes.PassBase] = []
-    if upgrade:
-        passes.append(UpgradeOpsetPass(target_opset))
-    passes.append(InferEyeLikeInputShapesPass())
-    passes.append(ApplyEyeLikeRulesPass(rules=rules, relaxed=relaxed, phase="before-fold"))
-    if fold:
-        passes.append(FoldEyeLikePass(size_limit_bytes=size_limit_bytes))
-    passes.append(ApplyEyeLikeRulesPass(rules=rules, relaxed=relaxed, phase="after-fold"))
-    passes.append(
-        InferEyeLikeOutputsPass(size_limit_bytes=size_limit_bytes, fold_enabled=fold)
-    )
-    if target_runtime is not None:  # last: it reads the types the passes before it set
-        passes.append(LegalizeEyeLikePass(target_runtime))
-    return ir.passes.PassManager(passes, steps=1)
+    return EyefoldPipeline(options)
+
+
+def report_of(model: ir.Model) -> Report | None:
+    """The report of the last :class:`EyefoldPipeline` run on ``model``, if any."""
+    return model.meta.get(REPORT_META_KEY)

@@ -1,0 +1,98 @@
+"""``PipelineOptions``: every option of an eyefold run, defined and validated in one place.
+
+The command line builds one from its arguments, ``eyefold.optimize`` from its keywords, and
+``eyefold.passes.default_pipeline`` takes one; the pipeline's steps are derived from it
+(:func:`eyefold.passes.pipeline.pipeline_steps`), so no option is interpreted twice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import TypeAlias
+
+from eyefold.errors import EyefoldError
+from eyefold.eyelike_types import EYELIKE_MIN_OPSET
+from eyefold.input_shapes import InputShape, parse_input_shape
+
+__all__ = [
+    "DEFAULT_SIZE_LIMIT_BYTES",
+    "DEFAULT_TARGET_OPSET",
+    "InputShapesArg",
+    "PipelineOptions",
+]
+
+DEFAULT_TARGET_OPSET = 22
+DEFAULT_SIZE_LIMIT_BYTES = 1 << 20
+
+# What ``input_shapes`` accepts: {"x": [1, 3, "n"]}, ["x:1,3,n"], or InputShape objects.
+InputShapesArg: TypeAlias = "Mapping[str, Sequence[int | str]] | Sequence[InputShape | str]"
+
+
+def _input_shapes(value: InputShapesArg | None) -> tuple[InputShape, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        raise EyefoldError("input_shapes must be a mapping or a sequence, not a string")
+    if isinstance(value, Mapping):
+        return tuple(InputShape(str(name), tuple(dims)) for name, dims in value.items())
+    return tuple(
+        item if isinstance(item, InputShape) else parse_input_shape(item) for item in value
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineOptions:
+    """What one eyefold run does; validated when built.
+
+    Attributes:
+        target_opset: default-domain opset to upgrade to (raised, never lowered).
+        upgrade: whether to upgrade the opset.
+        fold: whether to fold static EyeLike nodes into constants.
+        size_limit: largest folded output, in bytes.
+        input_shapes: graph input shapes to pin before anything else, e.g.
+            ``{"x": [1, 3, "n"]}`` or ``["x:1,3,n"]`` (stored as ``InputShape`` tuples).
+        target_runtime: e.g. ``"onnxruntime"``: rewrite the EyeLike nodes left that this
+            runtime cannot run (None: leave them, and only say which would not run there).
+        rules: rewrite rules to run, by name; None runs every exact rule (and the relaxed
+            ones with ``relaxed``), an empty sequence none.
+        relaxed: also allow rules exact only up to IEEE special values (inf, NaN, -0.0).
+
+    Raises:
+        EyefoldError: an option out of range; ``UnknownRuleError`` for a rule name that
+            is unknown, or relaxed without ``relaxed``; ``InputShapeError`` for a
+            malformed input shape.
+    """
+
+    target_opset: int = DEFAULT_TARGET_OPSET
+    upgrade: bool = True
+    fold: bool = True
+    size_limit: int = DEFAULT_SIZE_LIMIT_BYTES
+    input_shapes: tuple[InputShape, ...] = ()
+    target_runtime: str | None = None
+    rules: tuple[str, ...] | None = None
+    relaxed: bool = False
+
+    def __post_init__(self) -> None:
+        # Imported here: the rule registry pulls in onnxscript, the runtime table numpy.
+        from eyefold.passes.upgrade_opset import check_target_opset
+        from eyefold.rule_registry import select_rules
+        from eyefold.runtime_support import check_runtime
+
+        size = self.size_limit
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise EyefoldError(f"size_limit must be a non-negative int of bytes, got {size!r}")
+        check_target_opset(
+            self.target_opset,
+            lowest=EYELIKE_MIN_OPSET,
+            error=EyefoldError,
+            what="target_opset",
+        )
+        if self.target_runtime is not None:
+            check_runtime(self.target_runtime)
+        object.__setattr__(self, "input_shapes", _input_shapes(self.input_shapes))
+        if self.rules is not None:
+            if isinstance(self.rules, str):
+                raise EyefoldError("rules must be a sequence of rule names, not a string")
+            object.__setattr__(self, "rules", tuple(self.rules))
+        select_rules(self.rules, relaxed=self.relaxed)  # raises UnknownRuleError
