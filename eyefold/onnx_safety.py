@@ -24,10 +24,10 @@ from eyefold.core.domains import DEFAULT_DOMAINS
 
 __all__ = ["StandIns", "defuse_eyelike_dtype", "restore_names", "stand_in_ops"]
 
-# How onnx's checker and shape inference name a node: "(op_type:Cast, node name: n)" and
-# "Name: n OpType: Cast" (the checker's context line).
+# How onnx's checker and shape inference name a node: "(op_type:Cast, node name: n)",
+# "(op_type:Cast)" when it has no name, and "Name: n OpType: Cast" (the checker's context).
 _NODE_IN_MESSAGE = re.compile(
-    r"op_type:(?P<op>\w+), node name: (?P<name>[^)]*)\)"
+    r"op_type:(?P<op>\w+)(?:, node name: (?P<name>[^)]*))?\)"
     r"|Name: (?P<name2>.*?) OpType: (?P<op2>\w+)"
 )
 
@@ -45,9 +45,9 @@ def restore_names(
 
     def node(found: re.Match[str]) -> str:
         if found.group("op") is not None:
-            op, name = found.group("op"), found.group("name")
-            real = ops.get((op, name), op)
-            return f"op_type:{real}, node name: {names.get(name, name)})"
+            op, name = found.group("op"), found.group("name") or ""
+            real, name = ops.get((op, name), op), names.get(name, name)
+            return f"op_type:{real}, node name: {name})" if name else f"op_type:{real})"
         op, name = found.group("op2"), found.group("name2")
         return f"Name: {names.get(name, name)} OpType: {ops.get((op, name), op)}"
 

@@ -82,8 +82,8 @@ def _problem(
     if clashes:
         return (
             f"{produced}, its input's shape (dim {clashes[0]} differs)",
-            "fix the exporter's output shape, or pin the input shapes it comes from"
-            " with --input-shape NAME:D0,D1,... if the declared output is the right one",
+            f"fix the output shape the exporter declares to {produced}, or the input"
+            " shape it comes from if that is the wrong one, then export again",
         )
     return None
 
