@@ -7,40 +7,122 @@ the input comes from a custom-domain op. onnx-ir's ShapeInferencePass and
 known at that point depends on what onnx itself infers upstream, so every EyeLike with a
 ``dtype`` is rewritten, in a throwaway copy only, as ``Cast(EyeLike(x), to=dtype)``: the
 same output type and shape, and no code path that reads a missing input type.
+
+onnx's messages about such a copy name the stand-in (``op_type:Cast``) and the renamed
+value; :class:`StandIns` says them again in the user's terms.
 """
 
 from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable, Mapping
 
 import onnx
 
 from eyefold.core.domains import DEFAULT_DOMAINS
 
-__all__ = ["defuse_eyelike_dtype"]
+__all__ = ["StandIns", "defuse_eyelike_dtype", "restore_names", "stand_in_ops"]
+
+# How onnx's checker and shape inference name a node: "(op_type:Cast, node name: n)",
+# "(op_type:Cast)" when it has no name, and "Name: n OpType: Cast" (the checker's context).
+_NODE_IN_MESSAGE = re.compile(
+    r"op_type:(?P<op>\w+)(?:, node name: (?P<name>[^)]*))?\)"
+    r"|Name: (?P<name2>.*?) OpType: (?P<op2>\w+)"
+)
 
 
+def restore_names(
+    text: str, ops: Mapping[tuple[str, str], str], names: Mapping[str, str]
+) -> str:
+    """``text`` with stand-in nodes and renamed values said as the user's model has them.
 
-def _rewrite_nodes(nodes: list[onnx.NodeProto], counter: list[int]) -> list[onnx.NodeProto]:
+    Args:
+        text: a message from onnx about a copy holding stand-ins.
+        ops: (stand-in op type, node name) -> the op type the user's node has.
+        names: stand-in value or node names -> the user's names.
+    """
+
+    def node(found: re.Match[str]) -> str:
+        if found.group("op") is not None:
+            op, name = found.group("op"), found.group("name") or ""
+            real, name = ops.get((op, name), op), names.get(name, name)
+            return f"op_type:{real}, node name: {name})" if name else f"op_type:{real})"
+        op, name = found.group("op2"), found.group("name2")
+        return f"Name: {names.get(name, name)} OpType: {ops.get((op, name), op)}"
+
+    text = _NODE_IN_MESSAGE.sub(node, text)
+    if names:
+        pattern = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+        text = re.sub(pattern, lambda m: names[m.group(0)], text)
+    return text
+
+
+def stand_in_ops(
+    nodes: Iterable[onnx.NodeProto], is_stand_in: set[tuple[str, ...]]
+) -> dict[tuple[str, str], str]:
+    """(op type, name) of the stand-ins among ``nodes`` (keyed by outputs) -> "EyeLike".
+
+    A pair that a real node of the same op also has is left out: a message naming it may
+    be about the real node, and saying EyeLike then would be the untruth.
+    """
+    found: dict[tuple[str, str], str] = {}
+    real: set[tuple[str, str]] = set()
+    for node in nodes:
+        key = (node.op_type, node.name)
+        if tuple(node.output) in is_stand_in:
+            found[key] = "EyeLike"
+        else:
+            real.add(key)
+    return {key: op for key, op in found.items() if key not in real}
+
+
+@dataclasses.dataclass
+class StandIns:
+    """What :func:`defuse_eyelike_dtype` renamed, to map onnx's messages back.
+
+    Attributes:
+        ops: (stand-in op type, stand-in node name) -> "EyeLike".
+        names: stand-in node and value names -> the EyeLike's node or output name.
+    """
+
+    ops: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
+    names: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def __len__(self) -> int:
+        """The number of EyeLike nodes rewritten."""
+        return len(self.ops)
+
+    def restore(self, text: str) -> str:
+        """``text`` naming the user's EyeLike nodes and values instead of the stand-ins."""
+        return restore_names(text, self.ops, self.names)
+
+
+def _rewrite_nodes(nodes: list[onnx.NodeProto], stand_ins: StandIns) -> list[onnx.NodeProto]:
     rewritten: list[onnx.NodeProto] = []
     for node in nodes:
         for attribute in node.attribute:
             if attribute.type == onnx.AttributeProto.GRAPH:
-                _rewrite_graph(attribute.g, counter)
+                _rewrite_graph(attribute.g, stand_ins)
             elif attribute.type == onnx.AttributeProto.GRAPHS:
                 for graph in attribute.graphs:
-                    _rewrite_graph(graph, counter)
+                    _rewrite_graph(graph, stand_ins)
         dtype = next((a for a in node.attribute if a.name == "dtype"), None)
         if node.op_type != "EyeLike" or node.domain not in DEFAULT_DOMAINS or dtype is None:
             rewritten.append(node)
             continue
-        counter[0] += 1
+        number = len(stand_ins) + 1
         final_name = node.output[0] if node.output else ""
-        untyped = f"{final_name}__eyefold_untyped_{counter[0]}"
+        untyped = f"{final_name}__eyefold_untyped_{number}"
         kept = [a for a in node.attribute if a.name != "dtype"]
         del node.attribute[:]
         node.attribute.extend(kept)
         if node.output:
             node.output[0] = untyped
-        cast = onnx.helper.make_node("Cast", [untyped], [final_name])
+        cast_name = f"{node.name}__eyefold_dtype_{number}"
+        cast = onnx.helper.make_node("Cast", [untyped], [final_name], name=cast_name)
+        stand_ins.ops[("Cast", cast_name)] = "EyeLike"
+        stand_ins.names.update({cast_name: node.name, untyped: final_name})
         if dtype.ref_attr_name:  # in a function body, dtype may name a function attribute
             cast.attribute.add(name="to", ref_attr_name=dtype.ref_attr_name, type=dtype.type)
         else:
@@ -49,24 +131,25 @@ def _rewrite_nodes(nodes: list[onnx.NodeProto], counter: list[int]) -> list[onnx
     return rewritten
 
 
-def _rewrite_graph(graph: onnx.GraphProto, counter: list[int]) -> None:
-    nodes = _rewrite_nodes(list(graph.node), counter)
+def _rewrite_graph(graph: onnx.GraphProto, stand_ins: StandIns) -> None:
+    nodes = _rewrite_nodes(list(graph.node), stand_ins)
     del graph.node[:]
     graph.node.extend(nodes)
 
 
-def defuse_eyelike_dtype(model: onnx.ModelProto) -> int:
+def defuse_eyelike_dtype(model: onnx.ModelProto) -> StandIns:
     """Rewrites, in place, every EyeLike with ``dtype`` into ``Cast(EyeLike(x))``.
 
     Only call this on a copy made for onnx's checker or shape inference.
 
     Returns:
-        The number of EyeLike nodes rewritten.
+        The stand-ins (``len()``: the number of EyeLike nodes rewritten), to say onnx's
+        messages about the copy in the user's terms with :meth:`StandIns.restore`.
     """
-    counter = [0]
-    _rewrite_graph(model.graph, counter)
+    stand_ins = StandIns()
+    _rewrite_graph(model.graph, stand_ins)
     for function in model.functions:
-        nodes = _rewrite_nodes(list(function.node), counter)
+        nodes = _rewrite_nodes(list(function.node), stand_ins)
         del function.node[:]
         function.node.extend(nodes)
-    return counter[0]
+    return stand_ins

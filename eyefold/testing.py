@@ -33,10 +33,18 @@ def as_proto(model: onnx.ModelProto | ir.Model) -> onnx.ModelProto:
 
 
 def check_model_safely(model: onnx.ModelProto | ir.Model) -> None:
-    """``onnx.checker.check_model(full_check=True)`` without onnx's EyeLike segfault."""
+    """``onnx.checker.check_model(full_check=True)`` without onnx's EyeLike segfault.
+
+    Raises:
+        onnx.checker.ValidationError: the model is invalid; the message names the model's
+            own EyeLike nodes and values, not the stand-ins the check ran on.
+    """
     proto = copy.deepcopy(as_proto(model))
-    defuse_eyelike_dtype(proto)
-    onnx.checker.check_model(proto, full_check=True)
+    stand_ins = defuse_eyelike_dtype(proto)
+    try:
+        onnx.checker.check_model(proto, full_check=True)
+    except Exception as error:  # ValidationError, InferenceError and others
+        raise onnx.checker.ValidationError(stand_ins.restore(str(error))) from None
 
 
 def count_ops(model: onnx.ModelProto | ir.Model, op_type: str) -> int:

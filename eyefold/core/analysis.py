@@ -12,6 +12,7 @@ from typing import Literal
 import onnx_ir as ir
 
 from eyefold import kernel
+from eyefold.core.declarations import check_output_declaration
 from eyefold.core.scopes import Scope
 from eyefold.errors import InvalidModelError, UnsupportedDtypeError
 from eyefold.eyelike_types import EYELIKE_MIN_OPSET, check_eyelike_type
@@ -125,8 +126,9 @@ def analyze_eyelike(
     """Validates one EyeLike node and decides whether it folds.
 
     Raises:
-        InvalidModelError: wrong input/output count, known rank != 2, opset below 9, or an
-            invalid input type or ``dtype`` attribute; the message names the node.
+        InvalidModelError: wrong input/output count, known rank != 2, opset below 9, an
+            invalid input type or ``dtype`` attribute, or an output declared with another
+            type or shape than EyeLike gives; the message names the node.
     """
     source = _check_structure(node, scope)
     input_dtype, dtype = _read_dtypes(node, scope, source)
@@ -138,6 +140,7 @@ def analyze_eyelike(
             f"EyeLike node {node_label(node)} in {scope.path}: input has rank {len(shape)}"
             f" (shape {shape}); EyeLike needs a rank-2 input"
         )
+    check_output_declaration(node, scope, dtype, shape)
     facts = EyeLikeFacts(node, scope, k, input_dtype, dtype, shape, nbytes=None)
     static = facts.static_dims
     if static is not None and dtype is not None:

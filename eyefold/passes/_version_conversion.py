@@ -33,6 +33,7 @@ from onnxscript.version_converter import _version_converter
 
 from eyefold.core.domains import DEFAULT_DOMAINS
 from eyefold.errors import UpgradeError
+from eyefold.onnx_safety import restore_names, stand_in_ops
 
 __all__ = [
     "INLINE_TENSOR_LIMIT_BYTES",
@@ -66,6 +67,8 @@ class BodyConversion:
             stand-ins, nodes with attribute references), mapped to the NodeProto the
             checked copy of the result must hold instead of the converter's (None: the
             converter's is right).
+        stand_ins: output-name tuples of the EyeLike stand-ins, so messages about them
+            can name EyeLike.
     """
 
     body: ir.Graph | ir.Function
@@ -73,6 +76,7 @@ class BodyConversion:
     before: onnx.ModelProto
     after: onnx.ModelProto
     opaque: dict[tuple[str, ...], onnx.NodeProto | None]
+    stand_ins: set[tuple[str, ...]] = dataclasses.field(default_factory=set)
 
 
 def iter_proto_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
@@ -215,18 +219,30 @@ def convert_body(
     opaque: dict[tuple[str, ...], onnx.NodeProto | None] = {}
     known: set[str] = set()
     in_function = where if isinstance(body, ir.Function) else None
+    stand_ins = {
+        tuple(node.output)
+        for subgraph in iter_proto_graphs(graph)
+        for node in subgraph.node
+        if node.op_type == "EyeLike" and node.domain in DEFAULT_DOMAINS
+    }
     for subgraph in iter_proto_graphs(graph):
         _mark_opaque(subgraph, opaque, in_function, (source, target))
         known.update(t.name for t in subgraph.initializer)
     before = onnx.ModelProto(ir_version=ir_version, graph=graph)
     for domain, version in opset_imports.items():
         before.opset_import.add(domain=domain, version=version)
-    after = _convert(before, source, target, where)
+    try:
+        after = _convert(before, source, target, where)
+    except UpgradeError as error:  # its text may name a stand-in: say EyeLike
+        nodes_before = (n for g in iter_proto_graphs(graph) for n in g.node)
+        ops = stand_in_ops(nodes_before, stand_ins)
+        names = {_HIDDEN_DOMAIN: "ai.onnx"}
+        raise UpgradeError(restore_names(str(error), ops, names)) from None
     upsamples = _upsample_inputs(before.graph) if source < 11 else set()
     for converted in iter_proto_graphs(after.graph):
         _new_initializers_to_constants(converted, known)
         _keep_resize_10_coordinates(converted, source, where, upsamples)
-    return BodyConversion(body, nodes, before, after, opaque)
+    return BodyConversion(body, nodes, before, after, opaque, stand_ins)
 
 
 def _convert(before: onnx.ModelProto, source: int, target: int, where: str) -> onnx.ModelProto:

@@ -7,10 +7,9 @@ import logging
 
 import onnx_ir as ir
 
-from eyefold.core.analysis import EyeLikeFacts, analyze_eyelike, node_label
+from eyefold.core.analysis import EyeLikeFacts, analyze_eyelike
 from eyefold.core.scopes import is_eyelike, iter_scopes
 from eyefold.core.shapes import merge_shapes
-from eyefold.errors import InvalidModelError
 from eyefold.options import DEFAULT_SIZE_LIMIT_BYTES
 
 __all__ = ["InferEyeLikeOutputsPass", "InferOutputsResult"]
@@ -27,22 +26,12 @@ def _learned_output_shape(facts: EyeLikeFacts) -> list[int | ir.SymbolicDim]:
 
 
 def _infer(facts: EyeLikeFacts) -> bool:
+    """Fills in the output's type and shape; the analysis checked their declarations."""
     output = facts.node.outputs[0]
-    where = f"EyeLike node {node_label(facts.node)} in {facts.scope.path}"
     changed = False
-    if facts.dtype is not None:
-        if output.dtype is None:
-            output.type = ir.TensorType(facts.dtype)
-            changed = True
-        elif output.dtype != facts.dtype:
-            raise InvalidModelError(
-                f"{where}: output is declared {output.dtype.name} but EyeLike produces"
-                f" {facts.dtype.name}"
-            )
-    if output.shape is not None and len(output.shape) != 2:
-        raise InvalidModelError(
-            f"{where}: output is declared with rank {len(output.shape)}; EyeLike gives rank 2"
-        )
+    if facts.dtype is not None and output.dtype is None:
+        output.type = ir.TensorType(facts.dtype)
+        changed = True
     if output.type is None:
         return changed  # a shape without an element type cannot be serialized
     merged = merge_shapes(output.shape, _learned_output_shape(facts))

@@ -24,12 +24,13 @@ import onnx_ir as ir
 
 from eyefold.core.scopes import Scope, is_eyelike, iter_scopes, subgraphs_of
 from eyefold.core.shapes import merge_shapes
-from eyefold.onnx_safety import defuse_eyelike_dtype
+from eyefold.onnx_safety import StandIns, defuse_eyelike_dtype
 
 __all__ = [
     "SLICE_INITIALIZER_LIMIT_BYTES",
     "InferEyeLikeInputShapesPass",
     "InferInputShapesResult",
+    "infer_eyelike_input_dims",
     "needs_inference",
 ]
 
@@ -170,7 +171,7 @@ def _name_subgraphs(
 
 def _slice_model(
     model: ir.Model, piece: _Slice
-) -> tuple[onnx.ModelProto, dict[str, ir.Graph]]:
+) -> tuple[onnx.ModelProto, dict[str, ir.Graph], StandIns]:
     graph = onnx.GraphProto(name="eyefold_slice")
     names: dict[str, ir.Graph] = {graph.name: piece.root}
     large = {id(node) for node in piece.nodes if _is_large_constant(node)}
@@ -194,8 +195,36 @@ def _slice_model(
         onnx.OperatorSetIdProto(domain=d, version=v) for d, v in piece.opset_imports.items()
     )
     proto.functions.extend(ir.serde.serialize_function(f) for f in model.functions.values())
-    defuse_eyelike_dtype(proto)
-    return proto, names
+    stand_ins = defuse_eyelike_dtype(proto)
+    # onnx's messages name the slice's graphs; say them as the user's model names them.
+    for proto_name, ir_graph in names.items():
+        stand_ins.names[proto_name] = ir_graph.name or (
+            "main graph" if ir_graph is model.graph else "subgraph"
+        )
+    return proto, names, stand_ins
+
+
+def _declared_dim_params(proto: onnx.ModelProto) -> set[str]:
+    """Every dim name the slice holds before inference (the others, onnx made up)."""
+    found: set[str] = set()
+
+    def visit(graph: onnx.GraphProto) -> None:
+        for info in [*graph.input, *graph.output, *graph.value_info]:
+            found.update(d.dim_param for d in info.type.tensor_type.shape.dim)
+        for node in graph.node:
+            for attr in node.attribute:
+                for sub in [attr.g] if attr.HasField("g") else attr.graphs:
+                    visit(sub)
+
+    visit(proto.graph)
+    return found
+
+
+def _forget_made_up_dims(type_proto: onnx.TypeProto, declared: set[str]) -> None:
+    """Unnames the dims onnx named itself (``unk__0``...): they mean nothing to the user."""
+    for dim in type_proto.tensor_type.shape.dim:
+        if dim.HasField("dim_param") and dim.dim_param not in declared:
+            dim.ClearField("dim_param")
 
 
 def _inferred_types(
@@ -235,6 +264,46 @@ def _apply(target: ir.Value, type_proto: onnx.TypeProto) -> bool:
     return changed
 
 
+def _learn(model: ir.Model) -> tuple[list[tuple[ir.Value, onnx.TypeProto]], str | None]:
+    """(EyeLike input, inferred type) pairs and the last failure; changes nothing."""
+    learned: list[tuple[ir.Value, onnx.TypeProto]] = []
+    failure = None
+    for piece in _collect_slices(model):
+        proto, names, stand_ins = _slice_model(model, piece)
+        declared = _declared_dim_params(proto)
+        try:
+            inferred = onnx.shape_inference.infer_shapes(
+                proto, check_type=False, strict_mode=False, data_prop=True
+            )
+        except Exception as error:  # onnx raises several unrelated types here
+            failure = f"onnx shape inference failed: {stand_ins.restore(str(error))}"
+            logger.warning("%s", failure)
+            continue
+        types = _inferred_types(inferred, names)
+        for target in piece.targets:
+            graph = target.graph
+            found = types.get((id(graph), target.name or "")) if graph else None
+            if found is not None:
+                _forget_made_up_dims(found, declared)
+                learned.append((target, found))
+    return learned, failure
+
+
+def infer_eyelike_input_dims(model: ir.Model) -> dict[int, list[int | str | None]]:
+    """Dims onnx's inference gives the EyeLike inputs, by ``id()`` of the value.
+
+    For messages about a model that is being refused: nothing in ``model`` changes.
+    """
+    dims: dict[int, list[int | str | None]] = {}
+    for target, type_proto in _learn(model)[0]:
+        inferred = ir.serde.deserialize_type_proto_for_shape(type_proto)
+        merged = None if inferred is None else merge_shapes(target.shape, inferred.dims)
+        shape = merged if merged is not None else target.shape
+        if shape is not None:
+            dims[id(target)] = [d if isinstance(d, int) else d.value for d in shape.dims]
+    return dims
+
+
 @dataclasses.dataclass
 class InferInputShapesResult(ir.passes.PassResult):
     """The pass result.
@@ -258,23 +327,9 @@ class InferEyeLikeInputShapesPass(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> InferInputShapesResult:
         """Runs inference once per root graph whose EyeLike inputs need it."""
-        result = InferInputShapesResult(model, modified=False)
-        for piece in _collect_slices(model):
-            proto, names = _slice_model(model, piece)
-            try:
-                inferred = onnx.shape_inference.infer_shapes(
-                    proto, check_type=False, strict_mode=False, data_prop=True
-                )
-            except Exception as error:  # onnx raises several unrelated types here
-                result.failure = f"onnx shape inference failed: {error}"
-                logger.warning("%s", result.failure)
-                continue
-            types = _inferred_types(inferred, names)
-            for target in piece.targets:
-                graph = target.graph
-                found = types.get((id(graph), target.name or "")) if graph else None
-                if found is not None and _apply(target, found):
-                    result.learned.append(target)
-        logger.info("EyeLike inputs learned by shape inference: %d", len(result.learned))
-        result.modified = bool(result.learned)
-        return result
+        found, failure = _learn(model)
+        learned = [target for target, type_proto in found if _apply(target, type_proto)]
+        logger.info("EyeLike inputs learned by shape inference: %d", len(learned))
+        return InferInputShapesResult(
+            model, modified=bool(learned), learned=learned, failure=failure
+        )

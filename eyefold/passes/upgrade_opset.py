@@ -25,12 +25,15 @@ import onnx
 import onnx_ir as ir
 
 from eyefold.core.analysis import node_label
+from eyefold.core.declarations import check_eyelike_declarations
 from eyefold.core.domains import DEFAULT_DOMAINS, default_opset, function_label
 from eyefold.core.scopes import iter_nodes
 from eyefold.errors import InvalidModelError, UpgradeError
 from eyefold.eyelike_types import EYELIKE_MIN_OPSET
+from eyefold.onnx_safety import restore_names, stand_in_ops
 from eyefold.passes._proto_writeback import write_back
 from eyefold.passes._version_conversion import BodyConversion, convert_body, iter_proto_graphs
+from eyefold.passes.infer_input_shapes import infer_eyelike_input_dims
 
 __all__ = ["UpgradeOpsetPass", "check_target_opset", "min_ir_version"]
 
@@ -221,15 +224,19 @@ class UpgradeOpsetPass(ir.passes.InPlacePass):
             InvalidModelError: the model was invalid before the upgrade already.
         """
         target = self.target_opset
+        stand_ins = set().union(*(c.stand_ins for c in conversions))
         problem = _checker_problem(
-            _checkable_model(model, conversions, target=target, ir_version=ir_version)
+            _checkable_model(model, conversions, target=target, ir_version=ir_version),
+            stand_ins,
         )
         if problem is None:
             return
         original = _checkable_model(
             model, conversions, target=None, ir_version=model.ir_version
         )
-        if _checker_problem(original) is not None:
+        if _checker_problem(original, stand_ins) is not None:
+            # An EyeLike output declared against the spec: eyefold says it in full.
+            check_eyelike_declarations(model, infer_eyelike_input_dims(model))
             raise InvalidModelError(f"the model is invalid at opset {source}{problem}")
         raise UpgradeError(
             f"upgrading opset {source} to {target} gave an invalid model{problem};"
@@ -237,12 +244,18 @@ class UpgradeOpsetPass(ir.passes.InPlacePass):
         )
 
 
-def _checker_problem(proto: onnx.ModelProto) -> str | None:
-    """None if onnx's full checker accepts ``proto``, else " at op X: <first line>"."""
+def _checker_problem(proto: onnx.ModelProto, stand_ins: set[tuple[str, ...]]) -> str | None:
+    """None if onnx's full checker accepts ``proto``, else " at op X: <first line>".
+
+    ``stand_ins`` (output names) mark the EyeLike stand-ins: the message names EyeLike.
+    """
     try:
         onnx.checker.check_model(proto, full_check=True)
     except Exception as error:  # ValidationError, InferenceError and others
-        text = str(error).strip()
+        nodes = [n for g in iter_proto_graphs(proto.graph) for n in g.node]
+        nodes += [n for f in proto.functions for n in f.node]
+        ops = stand_in_ops(nodes, stand_ins)
+        text = restore_names(str(error), ops, {}).strip()
         found = _OP_IN_MESSAGE.search(text)
         op = f" at op {found.group(1)}" if found else ""
         first = text.splitlines()[0] if text else type(error).__name__
