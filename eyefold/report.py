@@ -11,7 +11,9 @@ from typing import Any
 import onnx_ir as ir
 
 from eyefold.core.analysis import EyeLikeFacts
+from eyefold.core.origins import origin_of
 from eyefold.passes.apply_rules import RulesResult
+from eyefold.passes.census import CensusResult
 from eyefold.passes.fold_eye_like import FoldResult
 from eyefold.passes.infer_eye_like import InferOutputsResult
 from eyefold.passes.infer_input_shapes import InferInputShapesResult
@@ -27,7 +29,8 @@ class NodeOutcome:
     Attributes:
         name: node name ("" when unnamed).
         graph: scope path, e.g. ``main`` or ``main/if.then_branch``.
-        action: "folded", "inferred" or "kept".
+        action: "folded", "inferred", "kept" or "removed" (merged into another node by a
+            rule, or left without users by one; the reason names it).
         reason: why.
         shape: input shape (ints, symbolic names, None for unknown dims) or None.
         dtype: output element type name, None when unknown.
@@ -105,7 +108,8 @@ class Report:
 
     def counts(self) -> dict[str, int]:
         """EyeLike totals by action, with the keys of the report contract."""
-        totals = {"total": len(self.nodes), "folded": 0, "inferred": 0, "kept": 0}
+        totals = dict.fromkeys(("folded", "inferred", "kept", "removed"), 0)
+        totals = {"total": len(self.nodes), **totals}
         for node in self.nodes:
             totals[node.action] += 1
         return totals
@@ -150,6 +154,9 @@ def build_report(
     report = Report(opset_before=opset_before, opset_after=opset_after)
     report.steps = [StepTiming(r.name, r.seconds, r.result.modified) for r in records]
     hits: dict[str, int] = {}
+    declined: dict[str, int] = {}
+    removed_by: dict[int, str] = {}
+    found: list[EyeLikeFacts] = []
     folded: list[EyeLikeFacts] = []
     left: list[EyeLikeFacts] = []
     runtime: LegalizeResult | None = None
@@ -157,19 +164,48 @@ def build_report(
         result = record.result
         if isinstance(result, InferInputShapesResult) and result.failure:
             report.warnings.append(result.failure)
+        elif isinstance(result, CensusResult):
+            found = result.found
         elif isinstance(result, RulesResult):
             hits.update(result.hits)
+            declined.update({k: v for k, v in result.declined.items() if v})
+            removed_by.update({n: f"removed by rule {r}" for n, r in result.removed.items()})
         elif isinstance(result, FoldResult):
             folded = result.folded
+            removed_by.update(dict.fromkeys(result.removed, _FED_A_FOLD))
         elif isinstance(result, InferOutputsResult):
             left = result.facts
         elif isinstance(result, LegalizeResult):
             runtime = result
-    report.nodes = [NodeOutcome.from_facts(f) for f in [*folded, *left]]
+    left_outcomes = [NodeOutcome.from_facts(f) for f in left]
+    report.nodes = [NodeOutcome.from_facts(f) for f in folded] + left_outcomes
+    report.nodes.extend(_removed(found, [*folded, *left], removed_by))
     report.extra["rules"] = hits
+    if declined:
+        report.extra["rules_declined"] = declined
     if runtime is not None:
-        _add_runtime(report, report.nodes[len(folded) :], left, runtime)
+        _add_runtime(report, left_outcomes, left, runtime)
     return report
+
+
+# Why an input EyeLike that no step reported on is gone: it only fed folded ones.
+_FED_A_FOLD = "removed with the chain that fed a folded EyeLike"
+
+
+def _removed(
+    found: list[EyeLikeFacts], reported: list[EyeLikeFacts], removed_by: dict[int, str]
+) -> list[NodeOutcome]:
+    """Outcomes for the input EyeLike nodes (census numbers) that no longer exist."""
+    present = {origin_of(facts.node) for facts in reported}
+    outcomes = []
+    for number, facts in enumerate(found):
+        if number in present:
+            continue
+        outcome = NodeOutcome.from_facts(facts)
+        outcome.action = "removed"
+        outcome.reason = removed_by.get(number, _FED_A_FOLD)
+        outcomes.append(outcome)
+    return outcomes
 
 
 def _add_runtime(

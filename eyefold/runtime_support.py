@@ -37,7 +37,7 @@ import onnx_ir as ir
 
 from eyefold import kernel
 from eyefold.errors import EyefoldError
-from eyefold.eyelike_types import EYELIKE_TYPES_OPSET_9, EYELIKE_TYPES_OPSET_22
+from eyefold.eyelike_types import EYELIKE_TYPES_OPSET_9, EYELIKE_TYPES_OPSET_22, allowed_types
 
 __all__ = [
     "CACHE_DIR_ENV",
@@ -129,6 +129,21 @@ class EyeLikeSupport:
     ) -> bool:
         """Whether EyeLike(input of ``input_type``, dtype=``dtype``) runs at ``opset``."""
         return (input_type, dtype) in self.supported.get(eyelike_version(opset), frozenset())
+
+    def verdict(
+        self, source: ir.DataType | None, dtype: ir.DataType | None, opset: int | None
+    ) -> bool | None:
+        """Like :meth:`runs`, for an input type that may be unknown (None: cannot tell).
+
+        With the input type unknown, the answer is known only when ``dtype`` is set and the
+        runtime runs it for every input type, or for none.
+        """
+        if source is not None:
+            return self.runs(source, dtype, opset)
+        if dtype is None:
+            return None
+        verdicts = {self.runs(t, dtype, opset) for t in allowed_types(opset)}
+        return verdicts.pop() if len(verdicts) == 1 else None
 
     def is_native(
         self, input_type: ir.DataType, dtype: ir.DataType | None, opset: int | None

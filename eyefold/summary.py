@@ -258,7 +258,7 @@ def _counts_line(report: Report) -> str:
     counts = report.counts()
     return (
         f"EyeLike: {counts['total']} found, {counts['folded']} folded,"
-        f" {counts['inferred']} inferred, {counts['kept']} kept"
+        f" {counts['inferred']} inferred, {counts['kept']} kept, {counts['removed']} removed"
     )
 
 

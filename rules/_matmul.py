@@ -80,16 +80,16 @@ class MatMulIdentityBase(RewriteRuleClassBase):
         return result
 
     def rewrite(self, op, a: ir.Value, b: ir.Value, product: ir.Value) -> ir.Value:
-        """The other operand; through an Identity when its name must not change."""
+        """The other operand; through an Identity only when a graph output name needs it."""
         side = identity_side(a, b)
         assert not isinstance(side, str)  # check() accepted it
         other = side[0]
-        # The rewriter gives the replacement value the product's name. A graph input,
-        # output, initializer or outer-scope value must keep its own name, so it is
-        # passed through an Identity that carries the product's name instead.
+        # A product that is a graph output must keep its name. The other operand takes it
+        # over unless it has a name of its own to keep (a graph input, output,
+        # initializer or outer-scope value); only then does an Identity carry the name.
         producer = other.producer()
         owner = product.producer().graph
-        if (
+        if product.is_graph_output() and (
             other.is_graph_input()
             or other.is_graph_output()
             or other.is_initializer()

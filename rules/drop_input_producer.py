@@ -18,8 +18,10 @@ Conditions:
       ``to``, CastLike's target, bool for IsNaN/IsInf, the input type for the others) and
       valid at the opset (bfloat16 only from opset 22).
 
-The shape ``u(x)`` was known to have is recorded on ``x`` when ``x`` is an intermediate
-value with a less specific shape, so an EyeLike that would have folded still folds.
+A chain of such producers (``EyeLike(u(v(x)))``, each used once) is dropped in one rewrite
+(see :func:`chain_source`). The shape ``u(x)`` was known to have is recorded on ``x`` when
+``x`` is an intermediate value with a less specific shape, so an EyeLike that would have
+folded still folds.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import onnx_ir as ir
 from onnxscript.rewriter import MatchResult, RewriteRuleClassBase
 
 from eyefold.core.rule_spec import RuleSpec
+from eyefold.eyelike_types import EYELIKE_MIN_OPSET
 from eyefold.rules._common import (
     DEFAULT_DOMAINS,
     adopt_shape,
@@ -88,6 +91,39 @@ def _output_type(producer: ir.Node) -> ir.DataType | None:
         return None
 
 
+def _is_droppable(producer: ir.Node | None) -> bool:
+    return (
+        producer is not None
+        and producer.op_type in SHAPE_PRESERVING_OPS
+        and producer.domain in DEFAULT_DOMAINS
+        and len(producer.outputs) == 1
+    )
+
+
+def chain_source(x: ir.Value) -> ir.Value:
+    """The furthest value ``x`` is computed from through single-use shape-preserving ops.
+
+    ``EyeLike(u(v(w)))`` reads only the shape, so it can read ``w`` directly: one rewrite
+    drops the whole chain, where dropping one producer at a time would pass through
+    intermediate forms a runtime may not run (e.g. a bfloat16 input). The walk stops at a
+    value used elsewhere or a graph output, at a declared shape that disagrees, and at a
+    type that is not an EyeLike input type at every opset (bfloat16 is not before 22).
+    """
+    current = x
+    while True:
+        producer = current.producer()
+        if not _is_droppable(producer) or current.is_graph_output():
+            return current
+        if len(current.uses()) != 1:
+            return current
+        source = producer.inputs[0]
+        if source is None or not valid_eyelike_type(source.dtype, EYELIKE_MIN_OPSET):
+            return current
+        if not shapes_agree(source, current):
+            return current
+        current = source
+
+
 class DropInputProducer(RewriteRuleClassBase):
     """Feeds an EyeLike straight from the input of a shape-preserving producer."""
 
@@ -112,7 +148,7 @@ class DropInputProducer(RewriteRuleClassBase):
         if not shapes_agree(x, produced):
             return result.fail(f"declared shapes around {producer.op_type} disagree")
         opset = scope_opset(context.graph_or_function, context.model)
-        if not valid_eyelike_type(x.dtype, opset):
+        if not valid_eyelike_type(chain_source(x).dtype, opset):
             return result.fail(f"input of {producer.op_type} has no valid EyeLike input type")
         has_dtype = "dtype" in eye.producer().attributes
         if not has_dtype and not valid_eyelike_type(_output_type(producer), opset):
@@ -123,8 +159,9 @@ class DropInputProducer(RewriteRuleClassBase):
         return result
 
     def rewrite(self, op, x: ir.Value, produced: ir.Value, eye: ir.Value) -> ir.Value:
-        """EyeLike(x) with the k of the old node and the type it produced."""
+        """EyeLike of the chain's source with the k of the old node and its output type."""
         node = eye.producer()
+        source = chain_source(x)
         attributes: dict[str, int | ir.Attr] = {}
         if "k" in node.attributes:
             attributes["k"] = node.attributes["k"]
@@ -133,10 +170,10 @@ class DropInputProducer(RewriteRuleClassBase):
         else:
             dtype = _output_type(produced.producer())
             assert dtype is not None  # check() accepted it
-            if dtype != x.dtype:
+            if dtype != source.dtype:
                 attributes["dtype"] = int(dtype)
-        adopt_shape(x, produced)  # u preserves shape: what u(x) was known to be, x is
-        return op.EyeLike(x, _name=node.name, **attributes)
+        adopt_shape(source, produced)  # shape-preserving: what u(x) was known to be, it is
+        return op.EyeLike(source, _name=node.name, **attributes)
 
 
 rule = DropInputProducer.rule()

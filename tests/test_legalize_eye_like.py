@@ -564,11 +564,17 @@ def test_reoptimizing_without_the_option_keeps_the_legalization():
     np.testing.assert_array_equal(mask, np.eye(3, 4, dtype=np.bool_))
 
 
-def test_rules_still_fold_casts_around_an_eyelike_that_was_not_legalized():
+def test_rules_merge_casts_into_an_eyelike_only_where_the_result_still_runs():
     text = """<ir_version: 10, opset_import: ["" : 22]>
     g (float[N,4] x) => (bool[N,4] m) {
         e = EyeLike(x)
         m = Cast<to=9>(e)
     }"""
-    optimized = eyefold.optimize(ir.to_proto(ir.from_onnx_text(text)))
-    assert count_ops(optimized, "Cast") == 0
+    # Without a target runtime, EyeLike(dtype=BOOL) would not load on onnxruntime: kept.
+    kept = eyefold.optimize(ir.to_proto(ir.from_onnx_text(text)))
+    assert count_ops(kept, "Cast") == 1 and _loads(kept)
+    # With one, the merge is allowed: legalization makes the merged node runnable.
+    merged = eyefold.optimize_with_report(
+        ir.to_proto(ir.from_onnx_text(text)), target_runtime="onnxruntime"
+    )
+    assert merged.report.extra["rules"]["cast_to_dtype"] == 1 and _loads(merged.model)

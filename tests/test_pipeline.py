@@ -79,7 +79,13 @@ def test_ir_model_is_changed_in_place_and_returned():
 def test_no_fold_infers_only():
     model = onnx.load(SAMPLES / "static_matmul.onnx")
     result = eyefold.optimize_with_report(model, fold=False)
-    assert result.report.counts() == {"total": 2, "folded": 0, "inferred": 2, "kept": 0}
+    assert result.report.counts() == {
+        "total": 2,
+        "folded": 0,
+        "inferred": 2,
+        "kept": 0,
+        "removed": 0,
+    }
     assert count_ops(result.model, "EyeLike") == 2
     assert {n.reason for n in result.report.nodes} == {"folding disabled"}
 
@@ -88,7 +94,7 @@ def test_report_dict_follows_the_contract():
     result = eyefold.optimize_with_report(onnx.load(SAMPLES / "torch_eye_chain.onnx"))
     report = result.report.to_dict()
     assert set(report["opset"]) == {"before", "after"}
-    assert report["eyelike"] == {"total": 1, "folded": 1, "inferred": 0, "kept": 0}
+    assert report["eyelike"] == {"total": 1, "folded": 1, "inferred": 0, "kept": 0, "removed": 0}  # noqa: E501
     (node,) = report["nodes"]
     assert node["name"] == "eye"
     assert node["graph"] == "main"
@@ -138,7 +144,7 @@ def test_default_pipeline_inside_a_users_pass_manager_leaves_its_report_on_the_m
     assert manager(model).modified
     report = report_of(model)
     assert report is not None
-    assert report.counts() == {"total": 1, "folded": 1, "inferred": 0, "kept": 0}
+    assert report.counts() == {"total": 1, "folded": 1, "inferred": 0, "kept": 0, "removed": 0}
     assert [n.op_type for n in model.graph] == ["MatMul"]  # the chain folded away
 
 

@@ -11,14 +11,15 @@ import onnx_ir as ir
 __all__ = ["remove_dead_producers"]
 
 
-def remove_dead_producers(values: list[ir.Value]) -> int:
+def remove_dead_producers(values: list[ir.Value]) -> list[ir.Node]:
     """Removes what only fed ``values`` (nodes and initializers), never graph inputs/outputs.
 
     Called once per scope with each folded node's input listed once: ``Value.uses()``
     copies the use list, so asking it once per fold of a value feeding thousands of EyeLike
-    nodes would make the pass quadratic.
+    nodes would make the pass quadratic. Returns the nodes removed, so the report can
+    account for an EyeLike among them.
     """
-    removed = 0
+    removed: list[ir.Node] = []
     work = list(values)
     while work:
         current = work.pop()
@@ -35,5 +36,5 @@ def remove_dead_producers(values: list[ir.Value]) -> int:
             continue
         work.extend(v for v in producer.inputs if v is not None)
         producer.graph.remove(producer, safe=True)
-        removed += 1
+        removed.append(producer)
     return removed

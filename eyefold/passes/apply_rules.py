@@ -23,9 +23,13 @@ from onnxscript.rewriter import RewriteRule
 from eyefold.core.constants import constant_tensor, is_identity_array
 from eyefold.core.dead_code import remove_dead_producers
 from eyefold.core.domains import DEFAULT_DOMAINS
+from eyefold.core.origins import inherit_origins, removed_origins
 from eyefold.core.scopes import Scope, iter_scopes
+from eyefold.options import DEFAULT_SIZE_LIMIT_BYTES
+from eyefold.passes.rewrite_cost import RewriteJudge
 from eyefold.rule_registry import select_rules
 from eyefold.rules import Phase, RuleSpec
+from eyefold.runtime_support import get_support
 
 __all__ = ["DEFAULT_MAX_ROUNDS", "RULE_TAG_KEY", "ApplyEyeLikeRulesPass", "RulesResult"]
 
@@ -124,9 +128,18 @@ def _next_candidates(
 
 @dataclasses.dataclass
 class RulesResult(ir.passes.PassResult):
-    """The pass result, with how often each selected rule fired (registry order)."""
+    """The pass result.
+
+    Attributes:
+        hits: how often each selected rule fired (registry order).
+        declined: how often each rule matched but the cost model refused the rewrite (it
+            would have left an EyeLike the runtime cannot run, or one that no longer folds).
+        removed: census number of each input EyeLike the rewrites removed -> the rule.
+    """
 
     hits: dict[str, int] = dataclasses.field(default_factory=dict)
+    declined: dict[str, int] = dataclasses.field(default_factory=dict)
+    removed: dict[int, str] = dataclasses.field(default_factory=dict)
 
 
 class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):
@@ -134,11 +147,17 @@ class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):
 
     Each scope is rewritten until no rule fires (at most ``max_rounds`` rounds). Nodes a
     rewrite leaves without users (a bypassed EyeLike, an identity initializer, the chain
-    that fed them) are removed; graph inputs and outputs never are.
+    that fed them) are removed; graph inputs and outputs never are. A rewrite the cost
+    model refuses (``rewrite_cost``) is not applied: rules never make an EyeLike the
+    runtime cannot run, nor one that no longer folds.
 
     Attributes:
         specs: the selected rules, in registry order.
         max_rounds: bound on the rewrite rounds per scope.
+        size_limit_bytes: the fold limit the cost model prices against.
+        fold: whether folding runs after the rules.
+        target_runtime: the runtime legalization targets afterwards, or None (then
+            onnxruntime's table, cached or built in, decides what runs).
     """
 
     def __init__(
@@ -148,6 +167,9 @@ class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):
         relaxed: bool = False,
         phase: Phase | None = None,
         max_rounds: int = DEFAULT_MAX_ROUNDS,
+        size_limit_bytes: int = DEFAULT_SIZE_LIMIT_BYTES,
+        fold: bool = True,
+        target_runtime: str | None = None,
     ) -> None:
         """Selects the rules (see ``eyefold.rule_registry.select_rules``).
 
@@ -157,25 +179,38 @@ class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):
         super().__init__()
         self.specs: tuple[RuleSpec, ...] = select_rules(rules, relaxed=relaxed, phase=phase)
         self.max_rounds = max_rounds
+        self.size_limit_bytes = size_limit_bytes
+        self.fold = fold
+        self.target_runtime = target_runtime
 
     def call(self, model: ir.Model) -> RulesResult:
         """Rewrites every scope of ``model`` in place."""
-        hits = dict.fromkeys((spec.name for spec in self.specs), 0)
+        names = [spec.name for spec in self.specs]
+        result = RulesResult(
+            model, False, dict.fromkeys(names, 0), dict.fromkeys(names, 0), {}
+        )
         if not self.specs:
-            return RulesResult(model, modified=False, hits=hits)
+            return result
+        judge = RewriteJudge(
+            # Without a target, judged by onnxruntime's table: never a session.
+            get_support(self.target_runtime or "onnxruntime", probe=False),
+            self.size_limit_bytes,
+            self.fold,
+            legalized_after=self.target_runtime is not None,
+        )
         scopes = list(iter_scopes(model))
         constant_dtypes = frozenset().union(*(s.constant_dtypes for s in self.specs))
         roots = _candidate_roots(scopes, constant_dtypes)
         for scope in scopes:
             candidates = roots.get(id(_body(scope.graph)))
             if candidates:
-                self._rewrite_scope(model, scope, candidates, hits)
-        total = sum(hits.values())
-        logger.info("EyeLike rewrite rules fired %d times: %s", total, hits)
-        return RulesResult(model, modified=bool(total), hits=hits)
+                self._rewrite_scope(model, scope, candidates, _Run(judge, result))
+        result.modified = bool(sum(result.hits.values()))
+        logger.info("rules fired: %s; declined: %s", result.hits, result.declined)
+        return result
 
     def _rewrite_scope(
-        self, model: ir.Model, scope: Scope, candidates: list[ir.Node], hits: dict[str, int]
+        self, model: ir.Model, scope: Scope, candidates: list[ir.Node], run: _Run
     ) -> None:
         body = _body(scope.graph)
         work = candidates
@@ -184,7 +219,7 @@ class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):
             for node in work:
                 if node.graph is not body:
                     continue  # removed (or never here) since it was queued
-                following.extend(self._try_rules(model, scope.graph, node, hits))
+                following.extend(self._try_rules(model, scope, node, run))
             seen: set[int] = set()
             work = [n for n in following if not (id(n) in seen or seen.add(id(n)))]
             if not work:
@@ -196,25 +231,46 @@ class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):
         )
 
     def _try_rules(
-        self,
-        model: ir.Model,
-        graph_or_function: ir.Graph | ir.Function,
-        node: ir.Node,
-        hits: dict[str, int],
+        self, model: ir.Model, scope: Scope, node: ir.Node, run: _Run
     ) -> list[ir.Node]:
-        """Applies the first rule that matches at ``node``; returns the next candidates."""
+        """Applies the first rule that matches at ``node`` and that the cost model allows.
+
+        Returns:
+            The next candidates: the new nodes and their consumers.
+        """
         for spec in self.specs:
-            saved = _snapshot_opsets(model, graph_or_function)
-            delta = spec.rule.try_rewrite(model, graph_or_function, node)
+            saved = _snapshot_opsets(model, scope.graph)
+            delta = spec.rule.try_rewrite(model, scope.graph, node)
+            _restore_opsets(saved)
             if delta is None:
                 continue
-            _restore_opsets(saved)
-            _apply(graph_or_function, node, spec.rule, delta)
+            before = run.judge.cost(delta.match.nodes, scope)
+            if not before.allows(run.judge.cost(delta.new_nodes, scope)):
+                run.result.declined[spec.name] += 1
+                _discard(delta.new_nodes)
+                continue
+            for number in _apply(scope.graph, node, spec.rule, delta):
+                run.result.removed[number] = spec.name
             for new_node in delta.new_nodes:
                 new_node.metadata_props[RULE_TAG_KEY] = spec.name
-            hits[spec.name] += 1
+            run.result.hits[spec.name] += 1
             return _next_candidates(delta.new_nodes, delta.new_outputs)
         return []
+
+
+def _discard(nodes: Sequence[ir.Node]) -> None:
+    """Detaches a declined rewrite's nodes: as inputs' users they would block other matches."""
+    for node in nodes:
+        for index in range(len(node.inputs)):
+            node.replace_input_with(index, None)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Run:
+    """One call's judge and the result it fills in."""
+
+    judge: RewriteJudge
+    result: RulesResult
 
 
 def _snapshot_opsets(
@@ -243,17 +299,34 @@ def _apply(
     root: ir.Node,
     rule: RewriteRule,
     delta,  # onnxscript's ReplacementSubgraph
-) -> None:
+) -> list[int]:
+    """Applies one rewrite; returns the census numbers of the input EyeLike nodes it removed.
+
+    A replacement that is an existing graph input, initializer or outer-scope value keeps
+    its own name (onnx-ir's replacement would rename it to the replaced value's): the
+    rules return such a value only when the replaced one is not a graph output.
+    """
     if delta.new_initializers:
         # No eyefold rule creates initializers; a future one must register them here.
         raise AssertionError(f"rule {rule.name} created initializers")
     removed_inputs = [v for n in delta.match.nodes for v in n.inputs if v is not None]
+    old_values, new_values = [], []
+    created = {id(node) for node in delta.new_nodes}
+    for old, new in zip(delta.match.outputs, delta.new_outputs, strict=True):
+        existing = id(new.producer()) not in created
+        keeps_name = new.is_graph_input() or new.is_initializer() or new.graph is not old.graph
+        if existing and keeps_name and not old.is_graph_output():
+            old.replace_all_uses_with(new)
+        else:
+            old_values.append(old)
+            new_values.append(new)
+    gone = inherit_origins(delta.match.nodes if rule.remove_nodes else [], delta.new_nodes)
     ir.convenience.replace_nodes_and_values(
         graph_or_function,
         root,
         delta.match.nodes if rule.remove_nodes else [],
         delta.new_nodes,
-        delta.match.outputs,
-        delta.new_outputs,
+        old_values,
+        new_values,
     )
-    remove_dead_producers(list(removed_inputs))
+    return gone + removed_origins(remove_dead_producers(removed_inputs))

@@ -10,6 +10,7 @@ import onnx_ir as ir
 from eyefold import kernel
 from eyefold.core.analysis import EyeLikeFacts, analyze_eyelike, node_label
 from eyefold.core.dead_code import remove_dead_producers
+from eyefold.core.origins import removed_origins
 from eyefold.core.scopes import Scope, is_eyelike, iter_scopes
 from eyefold.errors import SizeLimitError
 from eyefold.options import DEFAULT_SIZE_LIMIT_BYTES
@@ -24,6 +25,8 @@ class FoldResult(ir.passes.PassResult):
     """The pass result, with the facts of every node folded (in visiting order)."""
 
     folded: list[EyeLikeFacts] = dataclasses.field(default_factory=list)
+    # Census numbers of input EyeLike nodes removed because they only fed folded ones.
+    removed: list[int] = dataclasses.field(default_factory=list)
 
 
 _NO_INPUTS: frozenset[str] = frozenset()
@@ -117,6 +120,7 @@ class FoldEyeLikePass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> FoldResult:
         """Folds every foldable EyeLike in the main graph, subgraphs and functions."""
         folded: list[EyeLikeFacts] = []
+        removed: list[int] = []
         memo: dict[int, frozenset[str]] = {}
         for scope in list(iter_scopes(model)):
             if scope.top_node is not None and scope.top_node.graph is None:
@@ -134,6 +138,7 @@ class FoldEyeLikePass(ir.passes.InPlacePass):
                 _fold(scope, facts)
                 sources.setdefault(id(source), source)
                 folded.append(facts)
-            remove_dead_producers(list(sources.values()))
+            dead = remove_dead_producers(list(sources.values()))
+            removed.extend(removed_origins(dead))
         logger.info("EyeLike nodes folded: %d", len(folded))
-        return FoldResult(model, modified=bool(folded), folded=folded)
+        return FoldResult(model, modified=bool(folded), folded=folded, removed=removed)

@@ -164,20 +164,6 @@ def choose_plan(
     return min(candidates, key=lambda item: item[0])[1] if candidates else None
 
 
-def _runs(
-    support: EyeLikeSupport,
-    source: ir.DataType | None,
-    dtype: ir.DataType | None,
-    opset: int | None,
-) -> bool | None:
-    if source is not None:
-        return support.runs(source, dtype, opset)
-    if dtype is None:
-        return None
-    verdicts = {support.runs(t, dtype, opset) for t in allowed_types(opset)}
-    return verdicts.pop() if len(verdicts) == 1 else None
-
-
 class _FreshNames:
     """Value names not used anywhere in the model (ONNX wants them unique model-wide)."""
 
@@ -342,7 +328,7 @@ class LegalizeEyeLikePass(ir.passes.InPlacePass):
             return LegalizeOutcome(node, scope, None, False, note)
         dtype = to_data_type(attr.as_int()) if attr is not None else None
         output_type = dtype or source
-        runs = _runs(support, source, dtype, scope.opset)
+        runs = support.verdict(source, dtype, scope.opset)
         combination = (
             f"EyeLike {source.name if source else '(unknown)'} -> "
             f"{output_type.name if output_type else '(unknown)'}"

@@ -19,6 +19,7 @@ from eyefold.core.domains import default_opset
 from eyefold.core.rule_spec import PHASES
 from eyefold.options import PipelineOptions
 from eyefold.passes.apply_rules import ApplyEyeLikeRulesPass
+from eyefold.passes.census import CountEyeLikePass
 from eyefold.passes.fold_eye_like import FoldEyeLikePass
 from eyefold.passes.infer_eye_like import InferEyeLikeOutputsPass
 from eyefold.passes.infer_input_shapes import InferEyeLikeInputShapesPass
@@ -59,8 +60,8 @@ class Step:
 def pipeline_steps(options: PipelineOptions | None = None) -> list[Step]:
     """The steps eyefold runs for ``options``, in order.
 
-    >>> [step.name for step in pipeline_steps(PipelineOptions(upgrade=False))]
-    ['infer-input-shapes', 'rules-before-fold', 'fold', 'infer-outputs', 'runtime-check']
+    >>> [step.name for step in pipeline_steps(PipelineOptions(upgrade=False))][:4]
+    ['infer-input-shapes', 'census', 'rules-before-fold', 'fold']
     """
     options = options or PipelineOptions()
     steps: list[Step] = []
@@ -71,8 +72,17 @@ def pipeline_steps(options: PipelineOptions | None = None) -> list[Step]:
         # Squeeze, Slice and Cast only from opset 13.
         steps.append(Step("upgrade", UpgradeOpsetPass(options.target_opset)))
     steps.append(Step("infer-input-shapes", InferEyeLikeInputShapesPass()))
+    limit, fold = options.size_limit, options.fold
+    steps.append(Step("census", CountEyeLikePass(size_limit_bytes=limit, fold_enabled=fold)))
     rules = {
-        phase: ApplyEyeLikeRulesPass(rules=options.rules, relaxed=options.relaxed, phase=phase)
+        phase: ApplyEyeLikeRulesPass(
+            rules=options.rules,
+            relaxed=options.relaxed,
+            phase=phase,
+            size_limit_bytes=limit,
+            fold=fold,
+            target_runtime=options.target_runtime,
+        )
         for phase in PHASES
     }
     if rules["before-fold"].specs:
@@ -157,8 +167,8 @@ def default_pipeline(options: PipelineOptions | None = None) -> EyefoldPipeline:
     """The passes ``eyefold.optimize`` runs for ``options``, as one PassManager.
 
     >>> manager = default_pipeline(PipelineOptions(target_opset=22))
-    >>> [type(p).__name__ for p in manager.passes][1:4]
-    ['InferEyeLikeInputShapesPass', 'ApplyEyeLikeRulesPass', 'FoldEyeLikePass']
+    >>> [type(p).__name__ for p in manager.passes][2:5]
+    ['CountEyeLikePass', 'ApplyEyeLikeRulesPass', 'FoldEyeLikePass']
     """
     return EyefoldPipeline(options)
 
