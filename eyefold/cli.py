@@ -21,7 +21,7 @@ from eyefold.input_shapes import (
     apply_input_shapes,
     parse_input_shape,
 )
-from eyefold.model_io import (
+from eyefold.model_files import (
     check_output_path,
     external_data_files,
     files_bytes,

@@ -17,15 +17,15 @@ import onnx.numpy_helper
 import onnx_ir as ir
 import pytest
 
-from eyefold import model_io
-from eyefold._sparse_write import write_tensor
 from eyefold.errors import ModelIOError
-from eyefold.model_io import (
+from eyefold.model_files import (
     EXTERNAL_DATA_THRESHOLD_BYTES,
     external_data_files,
     load_model,
+    save,
     save_model,
 )
+from eyefold.model_files.sparse_write import write_tensor
 
 GiB = 1 << 30
 
@@ -246,7 +246,7 @@ def test_failed_write_keeps_previous_output(
         handle.write(b"partial")
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(model_io, "write_tensor", disk_full)
+    monkeypatch.setattr(save, "write_tensor", disk_full)
     with pytest.raises(ModelIOError, match="No space left"):
         save_model(model, path, external_data=True)
     assert (_digest(path), _digest(tmp_path / "m.onnx.data")) == (model_before, data_before)

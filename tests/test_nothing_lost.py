@@ -21,8 +21,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from eyefold import model_io
 from eyefold.cli import main
+from eyefold.model_files import save
 from eyefold.testing import check_model_safely, run_reference
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
@@ -235,7 +235,7 @@ def test_crash_between_the_renames_of_an_external_data_save(
             raise KeyboardInterrupt("the process dies here")
         real_replace(source, target)
 
-    monkeypatch.setattr(model_io.os, "replace", crash_on_second_rename)
+    monkeypatch.setattr(save.os, "replace", crash_on_second_rename)
     with pytest.raises(KeyboardInterrupt):
         main(["optimize", str(new), str(output), "-q", "--external-data"])
     monkeypatch.undo()

@@ -33,7 +33,11 @@ from collections.abc import Callable
 import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
-from eyefold._model_tensors import (
+from eyefold.errors import ModelIOError
+from eyefold.model_files.sparse_write import write_tensor
+from eyefold.model_files.stream_write import write_model
+from eyefold.model_files.structure_checks import check_structure, held_load_warnings
+from eyefold.model_files.tensors import (
     check_external_data,
     external_data_files,
     iter_attribute_tensors,
@@ -43,10 +47,6 @@ from eyefold._model_tensors import (
     tensor_bytes,
     tensor_inventory,
 )
-from eyefold._sparse_write import write_tensor
-from eyefold._stream_write import write_model
-from eyefold.errors import ModelIOError
-from eyefold.graph_checks import check_structure, held_load_warnings
 
 __all__ = [
     "EXTERNAL_DATA_THRESHOLD_BYTES",
@@ -115,7 +115,7 @@ def load_model(path: str | os.PathLike[str]) -> ir.Model:
     Raises:
         ModelIOError: the file is missing, unreadable or not an ONNX model.
         InvalidModelError: an unknown operator, a dangling reference or a cycle (see
-            :mod:`eyefold.graph_checks`).
+            :mod:`eyefold.model_files.structure_checks`).
     """
     full_path = os.path.abspath(os.fspath(path))
     if not os.path.exists(full_path):
@@ -294,7 +294,7 @@ def _serialize_to(model: ir.Model, output: str) -> tuple[str, int]:
     """Writes the model proto to a temporary file beside ``output``; returns it and size.
 
     Large in-memory initializers go from their arrays straight to the file
-    (``_stream_write``), without the three copies protobuf serialization makes.
+    (``stream_write``), without the three copies protobuf serialization makes.
     """
     temp_path, fd = _open_temporary(output)
     try:
