@@ -20,9 +20,9 @@ import pytest
 from eyefold.errors import ModelIOError
 from eyefold.model_files import (
     EXTERNAL_DATA_THRESHOLD_BYTES,
+    data_file,
     external_data_files,
     load_model,
-    save,
     save_model,
 )
 from eyefold.model_files.sparse_write import write_tensor
@@ -246,7 +246,7 @@ def test_failed_write_keeps_previous_output(
         handle.write(b"partial")
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(save, "write_tensor", disk_full)
+    monkeypatch.setattr(data_file, "write_tensor", disk_full)
     with pytest.raises(ModelIOError, match="No space left"):
         save_model(model, path, external_data=True)
     assert (_digest(path), _digest(tmp_path / "m.onnx.data")) == (model_before, data_before)

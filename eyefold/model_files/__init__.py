@@ -2,8 +2,14 @@
 
 Modules:
 
-* :mod:`~eyefold.model_files.save`: loading and atomic saving, with or without external
-  data.
+* :mod:`~eyefold.model_files.load`: :func:`load_model`, external data left lazy and the
+  structure checked.
+* :mod:`~eyefold.model_files.save`: :func:`save_model`, atomic, with or without external
+  data, and what it wrote (:class:`SavedModel`).
+* :mod:`~eyefold.model_files.data_file`: the external data file of a save: its name, who
+  may own it, its contents.
+* :mod:`~eyefold.model_files.atomic_write`: temporary files beside a target, flushed and
+  renamed into place; :func:`write_text` for reports.
 * :mod:`~eyefold.model_files.tensors`: where a model's tensors and their data live, read
   without loading any data.
 * :mod:`~eyefold.model_files.structure_checks`: what onnx-ir loads but eyefold refuses
@@ -16,20 +22,17 @@ Modules:
 
 from __future__ import annotations
 
+from eyefold.model_files.atomic_write import check_output_path, write_text
+from eyefold.model_files.data_file import EXTERNAL_DATA_THRESHOLD_BYTES, external_data_name
+from eyefold.model_files.load import load_model
 from eyefold.model_files.save import (
-    EXTERNAL_DATA_THRESHOLD_BYTES,
     INLINE_LIMIT_BYTES,
     PROTOBUF_LIMIT_BYTES,
     SavedModel,
-    check_output_path,
-    external_data_files,
-    external_data_name,
     files_bytes,
-    load_model,
     save_model,
-    tensor_bytes,
-    write_text,
 )
+from eyefold.model_files.tensors import external_data_files, tensor_bytes
 
 __all__ = [
     "EXTERNAL_DATA_THRESHOLD_BYTES",
