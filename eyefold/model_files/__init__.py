@@ -6,10 +6,11 @@ Modules:
   structure checked.
 * :mod:`~eyefold.model_files.save`: :func:`save_model`, atomic, with or without external
   data, and what it wrote (:class:`SavedModel`).
-* :mod:`~eyefold.model_files.data_file`: the external data file of a save: its name, who
-  may own it, its contents.
+* :mod:`~eyefold.model_files.data_file`: the external data file of a save: its name (the
+  rule that never overwrites the data the existing OUTPUT reads), which old data files
+  go, its contents.
 * :mod:`~eyefold.model_files.atomic_write`: temporary files beside a target, flushed and
-  renamed into place; :func:`write_text` for reports.
+  renamed into place, and removed when a killed write left them; :func:`write_text`.
 * :mod:`~eyefold.model_files.tensors`: where a model's tensors and their data live, read
   without loading any data.
 * :mod:`~eyefold.model_files.structure_checks`: what onnx-ir loads but eyefold refuses

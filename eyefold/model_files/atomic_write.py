@@ -3,23 +3,38 @@
 A temporary file lives in the target's own folder (a rename across filesystems would be a
 copy), is flushed to disk before the rename, and takes the mode of the file it replaces,
 so a crash or a full disk leaves the previous file, never a partial one.
+
+A process killed mid-write cannot remove its temporary file. Temporary names follow one
+pattern per target (``.<target name>.<8 hex digits>.tmp``), so the next write to that
+target removes the ones left behind, once they are old enough that no running write can
+still own them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
+import stat
+import time
 
 from eyefold.errors import ModelIOError
 
 __all__ = [
+    "STALE_TEMPORARY_SECONDS",
     "check_output_path",
     "discard",
     "finish_file",
     "open_temporary",
+    "remove_stale_temporaries",
+    "sync_folder",
     "write_text",
 ]
+
+# A temporary file untouched for this long belongs to a write that died: a live one writes
+# (and so touches its file) at least once a tensor, and renames it within seconds after.
+STALE_TEMPORARY_SECONDS = 15 * 60
 
 
 def open_temporary(final_path: str) -> tuple[str, int]:
@@ -47,6 +62,44 @@ def discard(path: str) -> None:
     """Removes a temporary file if it is still there (it is gone once renamed)."""
     with contextlib.suppress(FileNotFoundError):
         os.remove(path)
+
+
+def sync_folder(folder: str) -> None:
+    """Makes the renames in ``folder`` durable, where the file system allows it.
+
+    Best effort: some file systems refuse to sync a folder, and the renames are already
+    done.
+    """
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def remove_stale_temporaries(
+    final_path: str, *, max_age_s: float = STALE_TEMPORARY_SECONDS
+) -> int:
+    """Removes temporary files of ``final_path`` left by killed writes; returns how many.
+
+    Only regular files named as :func:`open_temporary` names them for this target and not
+    modified for ``max_age_s`` are removed; errors are ignored (another process may be
+    removing them too).
+    """
+    folder, base = os.path.split(final_path)
+    pattern = re.compile(r"\." + re.escape(base) + r"\.[0-9a-f]{8}\.tmp")
+    cutoff = time.time() - max_age_s
+    removed = 0
+    with os.scandir(folder) as entries:
+        candidates = [e for e in entries if pattern.fullmatch(e.name)]
+    for entry in candidates:
+        with contextlib.suppress(OSError):
+            info = entry.stat(follow_symlinks=False)
+            if stat.S_ISREG(info.st_mode) and info.st_mtime < cutoff:
+                os.remove(entry.path)
+                removed += 1
+    return removed
 
 
 def check_output_path(path: str | os.PathLike[str]) -> str:

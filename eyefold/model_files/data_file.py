@@ -1,14 +1,34 @@
 """The external data file of a saved model: its name, who may own it, and its contents.
 
 Every initializer over :data:`EXTERNAL_DATA_THRESHOLD_BYTES` goes to one file beside
-OUTPUT, named after it (``<OUTPUT file name>.data``), so OUTPUT never points at another
-model's files. Tensors are written one after the other, large ones at aligned offsets, and
-runs of zeros stay holes (:mod:`eyefold.model_files.sparse_write`).
+OUTPUT, named after it, so OUTPUT never points at another model's files. Tensors are
+written one after the other, large ones at aligned offsets, and runs of zeros stay holes
+(:mod:`eyefold.model_files.sparse_write`).
+
+A data file the existing OUTPUT reads from is never overwritten: until the new OUTPUT is
+renamed into place, the old one must keep reading the bytes it was saved with. Hence the
+naming rule, where ``<name>`` is OUTPUT's file name:
+
+* ``<name>.data`` (the usual name) when no file has that name. That is always the case for
+  a new OUTPUT, so the same input gives the same bytes.
+* Otherwise, when the existing OUTPUT reads one of its data names (``<name>.data`` or
+  ``<name>.data.N``), the first of ``<name>.data.1``, ``<name>.data.2``, ... that no file
+  has. The old data file is removed once the new OUTPUT is in place, so saves to one
+  OUTPUT alternate between ``<name>.data`` and ``<name>.data.1``. A higher number appears
+  only beside a file that an interrupted save (or someone else) left at a lower one; such
+  a file is never written nor removed.
+* Otherwise the existing ``<name>.data`` belongs to someone else: the save is refused.
+
+Once the new OUTPUT is in place, the files of these names that the old OUTPUT read from are
+stale and removed (unless the model being saved was loaded from another file that reads
+them). Data files of other names are left alone: other models may share them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 from collections.abc import Callable
 
 import onnx_ir as ir
@@ -19,15 +39,16 @@ from eyefold.model_files.sparse_write import write_tensor
 from eyefold.model_files.tensors import (
     external_data_files,
     iter_initializers,
-    referenced_by,
+    referenced_files,
     same_file,
 )
 
 __all__ = [
     "EXTERNAL_DATA_THRESHOLD_BYTES",
+    "DataFiles",
     "Progress",
-    "check_data_target",
     "external_data_name",
+    "plan_data_files",
     "restore_tensors",
     "write_data_file",
 ]
@@ -39,6 +60,8 @@ EXTERNAL_DATA_THRESHOLD_BYTES = 1024
 # is the Windows mapping granularity; Linux needs the 4 KiB page). Holes stay sparse.
 _ALIGNMENT_BYTES = 1 << 16
 _ALIGN_ABOVE_BYTES = 1 << 20
+# How many numbered names to try before giving up (each one an existing file).
+_MAX_NUMBERED_NAMES = 1000
 
 Progress = Callable[[str], None]
 
@@ -80,35 +103,93 @@ def _write_data(
     return placement
 
 
-def check_data_target(
-    model: ir.Model, output: str, data_path: str, source_path: str | None
-) -> None:
-    """Refuses to replace a data file some other model (the input) still reads from.
+@dataclasses.dataclass(frozen=True)
+class DataFiles:
+    """The data files of one save.
+
+    Attributes:
+        path: the data file to write, or None for a single-file save.
+        stale: data files of the old OUTPUT to remove once the new one is in place.
+    """
+
+    path: str | None
+    stale: list[str]
+
+
+def _files_in_use(output: str, own_files: list[str]) -> list[str]:
+    """Files of OUTPUT's data names that the existing OUTPUT, or ``own_files``, read.
+
+    OUTPUT is parsed only when a file of such a name exists beside it.
+    """
+    folder = os.path.dirname(output)
+    pattern = re.compile(re.escape(external_data_name(output)) + r"(\.[1-9][0-9]*)?")
+    with os.scandir(folder) as entries:
+        existing = [os.path.join(folder, e.name) for e in entries if pattern.fullmatch(e.name)]
+    if not existing:
+        return []
+    readers = referenced_files(output) + own_files
+    return [path for path in sorted(existing) if any(same_file(r, path) for r in readers)]
+
+
+def _refuse_usual_name(output: str, usual: str, source: str | None, read: bool) -> None:
+    """Refuses a usual data path that the input reads (``read``), or that is not OUTPUT's.
 
     Raises:
-        ModelIOError: ``data_path`` is the input model itself, holds the input's tensors
-            while OUTPUT is another file, or exists without being OUTPUT's data file.
+        ModelIOError: always, saying what to do about it.
     """
-    own = source_path is not None and same_file(output, source_path)
-    if source_path is not None and same_file(data_path, source_path):
+    if source is not None and same_file(usual, source):
         raise ModelIOError(
-            f"cannot write {output}: its data file {data_path} would replace the input model"
+            f"cannot write {output}: its data file {usual} would replace the input model"
         )
-    read_by_model = any(same_file(p, data_path) for p in external_data_files(model))
-    if not own and read_by_model:
+    if read:
         raise ModelIOError(
-            f"cannot write {output}: its data file {data_path} holds the input's tensors;"
+            f"cannot write {output}: its data file {usual} holds the input's tensors;"
             " choose another OUTPUT name (the data file is named after it)"
         )
-    if (
-        os.path.exists(data_path)
-        and not read_by_model
-        and not referenced_by(output, data_path)
-    ):
-        raise ModelIOError(
-            f"cannot write {output}: {data_path} exists and is not the data file of"
-            f" {output}; remove it or choose another OUTPUT name"
-        )
+    raise ModelIOError(
+        f"cannot write {output}: {usual} exists and is not the data file of"
+        f" {output}; remove it or choose another OUTPUT name"
+    )
+
+
+def _free_path(output: str) -> str:
+    """The first of ``<name>.data``, ``<name>.data.1``, ... beside ``output`` not taken."""
+    usual = os.path.join(os.path.dirname(output), external_data_name(output))
+    candidates = [usual] + [f"{usual}.{n}" for n in range(1, _MAX_NUMBERED_NAMES)]
+    for path in candidates:
+        if not os.path.lexists(path):
+            return path
+    raise ModelIOError(f"cannot write {output}: {usual}.1 to .{_MAX_NUMBERED_NAMES} exist")
+
+
+def plan_data_files(
+    model: ir.Model, output: str, external: bool, source: str | None
+) -> DataFiles:
+    """Chooses the data file to write (see the module doc) and the stale ones to remove.
+
+    Args:
+        model: the model to save.
+        output: OUTPUT, absolute.
+        external: whether the model is saved with external data (a model saved as one
+            file reads no data file, so it is not walked for them).
+        source: the file the model was loaded from, absolute, if known.
+
+    Raises:
+        ModelIOError: the usual data name is the input, holds the input's tensors while
+            OUTPUT is not the input, or is a file that OUTPUT does not read from.
+    """
+    own = source is not None and same_file(output, source)
+    usual = os.path.join(os.path.dirname(output), external_data_name(output))
+    model_files = external_data_files(model) if external else []
+    read = any(same_file(p, usual) for p in model_files)
+    in_use = _files_in_use(output, model_files if own else [])
+    if external and ((read and not own) or (os.path.lexists(usual) and not in_use)):
+        _refuse_usual_name(output, usual, source, read)
+    data_path = _free_path(output) if external else None
+    # The input's own files stay, unless OUTPUT is the input: its old data goes with it.
+    keep = [p for p in (*model_files, source or "") if p] if not own else []
+    stale = [p for p in in_use if not any(same_file(p, k) for k in keep)]
+    return DataFiles(data_path, stale)
 
 
 def write_data_file(
@@ -127,7 +208,7 @@ def write_data_file(
             and not isinstance(v.const_value, ir.StringTensor)
         )
     ]
-    temp_data, fd = open_temporary(data_path)
+    temp_data, fd = open_temporary(output)  # named after OUTPUT: one pattern to clean
     try:
         placement = _write_data(values, temp_data, fd, data_path, progress)
     except BaseException:
@@ -154,17 +235,19 @@ def write_data_file(
 
 
 def restore_tensors(
-    originals: list[tuple[ir.Value, ir.TensorProtocol]], data_path: str, replaced: bool
+    originals: list[tuple[ir.Value, ir.TensorProtocol]], superseded: list[str]
 ) -> None:
-    """Puts the original tensors back, except those read from the data file just replaced.
+    """Puts the original tensors back, except those read from a data file now superseded.
 
-    Those now point at the new data file (same values), so the model stays usable.
+    Those keep pointing at the new data file (same values): their old file is removed, so
+    the model stays usable.
     """
     for value, tensor in originals:
-        if (
-            replaced
-            and isinstance(tensor, ir.ExternalTensor)
-            and os.path.abspath(tensor.path) == data_path
-        ):
+        if isinstance(tensor, ir.ExternalTensor) and _read_from(tensor, superseded):
             continue
         value.const_value = tensor
+
+
+def _read_from(tensor: ir.ExternalTensor, files: list[str]) -> bool:
+    """Whether ``tensor`` is read from one of ``files`` (called while they still exist)."""
+    return any(same_file(tensor.path, path) for path in files)

@@ -2,20 +2,27 @@
 
 Saving writes one protobuf file when it can. It writes external data, every initializer
 over :data:`~eyefold.model_files.data_file.EXTERNAL_DATA_THRESHOLD_BYTES` in one file
-``<OUTPUT file name>.data`` beside OUTPUT, when
+beside OUTPUT (``<OUTPUT file name>.data``; see :mod:`eyefold.model_files.data_file` for
+the naming rule), when
 
 * the caller asks for it (``--external-data``),
 * the model already has external tensors (they are read from the input's data files and
   copied, so OUTPUT never points at another model's files), or
 * its tensors would not fit in one protobuf message (:data:`INLINE_LIMIT_BYTES`).
 
-Every file is first written under a temporary name in OUTPUT's folder, flushed to disk and
-then renamed into place (the data file first, the model file last), so a crash or a full
-disk leaves the previous files, never a partial one. OUTPUT may be the input's own path,
-even when the input's tensors are still being read lazily from the data file being
-replaced: on POSIX the old file lives on for as long as it is mapped. A data file that the
-model's own tensors come from is replaced only when OUTPUT is the file they were loaded
-with; any other model's data file is never touched.
+The sequence, in which a crash at any point leaves OUTPUT either the whole old model
+reading its old data or the whole new one reading its new data:
+
+1. the data file and the model file are written under temporary names in OUTPUT's folder
+   and flushed to disk;
+2. the data file is renamed to a name that no file has (never over a data file the old
+   OUTPUT reads);
+3. the model file is renamed to OUTPUT, the only step that switches from old to new;
+4. the old OUTPUT's data files that the new one does not read are removed.
+
+OUTPUT may be the input's own path, even when the input's tensors are still being read
+lazily from its data file: that file is removed only at step 4, and on POSIX a removed
+file lives on for as long as it is mapped. Any other model's data file is never touched.
 """
 
 from __future__ import annotations
@@ -32,17 +39,19 @@ from eyefold.model_files.atomic_write import (
     discard,
     finish_file,
     open_temporary,
+    remove_stale_temporaries,
+    sync_folder,
 )
 from eyefold.model_files.data_file import (
+    DataFiles,
     Progress,
-    check_data_target,
-    external_data_name,
+    plan_data_files,
     restore_tensors,
     write_data_file,
 )
 from eyefold.model_files.load import root_cause
 from eyefold.model_files.stream_write import write_model
-from eyefold.model_files.tensors import iter_attribute_tensors, tensor_inventory
+from eyefold.model_files.tensors import iter_attribute_tensors, same_file, tensor_inventory
 
 __all__ = [
     "INLINE_LIMIT_BYTES",
@@ -105,6 +114,17 @@ def _inline_attribute_tensors(model: ir.Model) -> list[tuple[ir.Node, str, ir.At
     return undo
 
 
+def _undo_inlining(undo: list[tuple[ir.Node, str, ir.Attr]], superseded: list[str]) -> None:
+    """Puts attribute tensors back, except those whose data file is about to be removed."""
+    for node, name, attr in undo:
+        tensor = attr.value
+        if isinstance(tensor, ir.ExternalTensor) and any(
+            same_file(tensor.path, path) for path in superseded
+        ):
+            continue  # the in-memory copy stays: its file goes
+        node.attributes[name] = attr
+
+
 def _serialize_to(model: ir.Model, output: str) -> tuple[str, int]:
     """Writes the model proto to a temporary file beside ``output``; returns it and size.
 
@@ -135,17 +155,32 @@ def _serialize_to(model: ir.Model, output: str) -> tuple[str, int]:
     return temp_path, size
 
 
-def _data_path_for(
-    model: ir.Model, output: str, external_data: bool, source: str | None
-) -> str | None:
-    """The data file to write beside ``output``, or None for a single-file save."""
+def _plan(model: ir.Model, output: str, external_data: bool, source: str | None) -> DataFiles:
+    """The data file to write beside ``output`` (None: one file) and the stale ones."""
     external, why = _needs_external_data(model, external_data)
-    if not external:
-        return None
-    data_path = os.path.join(os.path.dirname(output), external_data_name(output))
-    check_data_target(model, output, data_path, source)
-    logger.info("saving %s with external data %s (%s)", output, data_path, why)
-    return data_path
+    plan = plan_data_files(model, output, external, source)
+    if plan.path is not None:
+        logger.info("saving %s with external data %s (%s)", output, plan.path, why)
+    return plan
+
+
+def _remove_stale(folder: str, paths: list[str]) -> None:
+    """Removes the old OUTPUT's data files once the renames before are durable.
+
+    The save has succeeded whatever happens here: a file left behind is only disk space.
+    """
+    sync_folder(folder)
+    for path in paths:
+        _remove_old_data_file(path)
+
+
+def _remove_old_data_file(path: str) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+    except OSError as error:
+        logger.warning("could not remove the old data file %s: %s", path, error)
 
 
 def save_model(
@@ -159,14 +194,14 @@ def save_model(
     """Saves atomically, with external data when asked or needed (see the module doc).
 
     The model is left as it was, except that tensors read lazily from a data file this
-    call replaced are pointed at the new file.
+    call removed now read the same values from the new one.
 
     Args:
         model: the model to save.
         path: OUTPUT.
-        external_data: write initializers over the threshold to ``<OUTPUT name>.data``.
-        source_path: the file the model was loaded from; its own data file may then be
-            replaced when ``path`` is that same file.
+        external_data: write initializers over the threshold to a data file.
+        source_path: the file the model was loaded from; its own data files may then be
+            removed when ``path`` is that same file.
         progress: called with a short message after each tensor written.
 
     Raises:
@@ -174,12 +209,14 @@ def save_model(
             the write fails.
     """
     output = check_output_path(path)
+    remove_stale_temporaries(output)
     source = None if source_path is None else os.path.abspath(os.fspath(source_path))
-    data_path = _data_path_for(model, output, external_data, source)
+    plan = _plan(model, output, external_data, source)
+    data_path = plan.path  # None: one file
     temp_paths: list[str] = []
     originals: list[tuple[ir.Value, ir.TensorProtocol]] = []
     undo_attrs: list[tuple[ir.Node, str, ir.Attr]] = []
-    replaced = False
+    superseded: list[str] = []  # the old data files, once the new OUTPUT is in place
     try:
         if data_path is not None:
             undo_attrs = _inline_attribute_tensors(model)
@@ -189,16 +226,16 @@ def save_model(
         temp_paths.append(temp_model)
         if data_path is not None:
             os.replace(temp_paths[0], data_path)
-            replaced = True
         os.replace(temp_model, output)
+        superseded = plan.stale
     except (OSError, ValueError) as error:  # ValueError: onnx-ir's data containment checks
         raise ModelIOError(f"cannot write {output}: {error}") from None
     finally:
-        restore_tensors(originals, data_path or "", replaced)
-        for node, name, attr in undo_attrs:
-            node.attributes[name] = attr
+        restore_tensors(originals, superseded)
+        _undo_inlining(undo_attrs, superseded)
         for temp_path in temp_paths:
             discard(temp_path)
+    _remove_stale(os.path.dirname(output), superseded)
     written = [output] if data_path is None else [output, data_path]
     return SavedModel(
         path=output,
