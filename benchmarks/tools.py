@@ -80,7 +80,7 @@ def floor_ir(inp: str, out: str, args: argparse.Namespace) -> dict:
 
 def eyefold_api(inp: str, out: str, args: argparse.Namespace) -> dict:
     import eyefold
-    from eyefold.model_io import load_model, save_model
+    from eyefold.model_files import load_model, save_model
 
     model = load_model(inp)
     eyefold.optimize(model, size_limit=args.size_limit, target_opset=args.target_opset)
@@ -218,7 +218,7 @@ def onnxscript_version_converter(inp: str, out: str, args: argparse.Namespace) -
 _SETUP: dict[str, tuple[str, ...]] = {
     "floor_onnx": ("onnx",),
     "floor_ir": ("onnx_ir",),
-    "eyefold_api": ("eyefold", "eyefold.model_io"),
+    "eyefold_api": ("eyefold", "eyefold.model_files"),
     "eyefold_inmem": ("eyefold", "onnx_ir"),
     "eyefold_cli": (),
     "python_startup": (),

@@ -31,7 +31,8 @@ import onnx.reference
 import onnx_ir as ir
 
 from eyefold.errors import CheckFailedError, EyefoldError
-from eyefold.model_io import INLINE_LIMIT_BYTES, external_data_files, save_model, tensor_bytes
+from eyefold.model_files import external_data_files, save_model, tensor_bytes
+from eyefold.model_files.save import INLINE_LIMIT_BYTES
 
 __all__ = [
     "DEFAULT_DIM",

@@ -15,7 +15,7 @@ from eyefold import __version__
 from eyefold.check import check_equivalence
 from eyefold.errors import EyefoldError
 from eyefold.input_shapes import InputShape, InputShapeError, parse_input_shape
-from eyefold.model_io import (
+from eyefold.model_files import (
     check_output_path,
     external_data_files,
     files_bytes,

@@ -13,7 +13,7 @@ import pytest
 import eyefold
 from eyefold.check import DEFAULT_DIM, FLOAT_TOLERANCES, check_equivalence, random_inputs
 from eyefold.errors import CheckFailedError, EyefoldError
-from eyefold.model_io import load_model
+from eyefold.model_files import load_model
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_models"
 # sample_models/README.md: every sample but bool_mask.onnx runs in onnxruntime.

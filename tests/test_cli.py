@@ -23,7 +23,7 @@ import pytest
 import eyefold
 from eyefold import kernel, optimize_with_report
 from eyefold.cli import main
-from eyefold.model_io import load_model
+from eyefold.model_files import load_model
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_models"
 SAMPLE_NAMES = sorted(p.name for p in SAMPLES.glob("*.onnx"))

@@ -7,6 +7,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import BinaryIO
 
@@ -17,15 +18,17 @@ import onnx.numpy_helper
 import onnx_ir as ir
 import pytest
 
-from eyefold import model_io
-from eyefold._sparse_write import write_tensor
 from eyefold.errors import ModelIOError
-from eyefold.model_io import (
+from eyefold.model_files import (
     EXTERNAL_DATA_THRESHOLD_BYTES,
+    data_file,
     external_data_files,
     load_model,
     save_model,
 )
+from eyefold.model_files.atomic_write import STALE_TEMPORARY_SECONDS
+from eyefold.model_files.sparse_write import write_tensor
+from eyefold.model_files.tensors import referenced_files
 
 GiB = 1 << 30
 
@@ -246,11 +249,87 @@ def test_failed_write_keeps_previous_output(
         handle.write(b"partial")
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(model_io, "write_tensor", disk_full)
+    monkeypatch.setattr(data_file, "write_tensor", disk_full)
     with pytest.raises(ModelIOError, match="No space left"):
         save_model(model, path, external_data=True)
     assert (_digest(path), _digest(tmp_path / "m.onnx.data")) == (model_before, data_before)
     assert _leftovers(tmp_path) == []
+
+
+def _data_names(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if ".data" in p.name)
+
+
+def test_saves_over_one_output_alternate_between_two_data_names(tmp_path: Path) -> None:
+    """The data file the old OUTPUT reads is never overwritten: each save writes the other
+    name, then removes the old one."""
+    model, weight = _weighted_model()
+    path = tmp_path / "m.onnx"
+    names = []
+    for _ in range(3):
+        saved = save_model(model, path, external_data=True)
+        names.append(os.path.basename(saved.data_path))
+        assert referenced_files(str(path)) == [saved.data_path]
+        assert _data_names(tmp_path) == [names[-1]]  # the old one is gone
+        np.testing.assert_array_equal(_weight_of(path), weight)
+    assert names == ["m.onnx.data", "m.onnx.data.1", "m.onnx.data"]
+    assert _leftovers(tmp_path) == []
+
+
+def test_a_file_left_at_the_other_name_is_kept_and_skipped(tmp_path: Path) -> None:
+    """m.onnx.data.1 left by an interrupted save (or anyone): never written, never removed."""
+    model, weight = _weighted_model()
+    path = tmp_path / "m.onnx"
+    save_model(model, path, external_data=True)
+    (tmp_path / "m.onnx.data.1").write_bytes(b"not ours to judge")
+    saved = save_model(model, path, external_data=True)
+    assert saved.data_path == str(tmp_path / "m.onnx.data.2")
+    assert (tmp_path / "m.onnx.data.1").read_bytes() == b"not ours to judge"
+    assert _data_names(tmp_path) == ["m.onnx.data.1", "m.onnx.data.2"]
+    np.testing.assert_array_equal(_weight_of(path), weight)
+
+
+def test_only_data_files_named_after_output_are_removed(tmp_path: Path) -> None:
+    """weights.bin, which the old OUTPUT read, may be shared with other models: it stays.
+    m.onnx.data, the old OUTPUT's own, goes when the new OUTPUT no longer reads it."""
+    model, _ = _weighted_model()
+    path = tmp_path / "m.onnx"
+    ir.save(model, path, external_data="weights.bin")
+    before = _digest(tmp_path / "weights.bin")
+    save_model(model, path, external_data=True)
+    assert _data_names(tmp_path) == ["m.onnx.data"]
+    assert _digest(tmp_path / "weights.bin") == before
+    save_model(model, path)  # inline now: m.onnx.data is read by nothing
+    assert not (tmp_path / "m.onnx.data").exists()
+    assert _digest(tmp_path / "weights.bin") == before
+    assert referenced_files(str(path)) == []
+
+
+def test_stale_temporary_files_of_output_are_removed(tmp_path: Path) -> None:
+    """Left by killed saves: removed by the next save to the same OUTPUT once old enough."""
+    model, _ = _weighted_model()
+    old = time.time() - STALE_TEMPORARY_SECONDS - 60
+    (tmp_path / ".other.onnx.2badcafe.tmp").write_bytes(b"partial")
+    (tmp_path / ".m.onnx.4badcafe.tmp").symlink_to(tmp_path / ".other.onnx.2badcafe.tmp")
+    for name, age in [
+        (".m.onnx.0badcafe.tmp", old),  # OUTPUT's pattern, old: the only one removed
+        (".m.onnx.1badcafe.tmp", time.time()),  # recent: a save may still be writing it
+        (".m.onnx.3badcafe.tmp.keep", old),  # not the pattern
+    ]:
+        (tmp_path / name).write_bytes(b"partial")
+        os.utime(tmp_path / name, (age, age))
+    for name in [
+        ".other.onnx.2badcafe.tmp",
+        ".m.onnx.4badcafe.tmp",
+    ]:  # another target's; a link
+        os.utime(tmp_path / name, (old, old), follow_symlinks=False)
+    save_model(model, tmp_path / "m.onnx", external_data=True)
+    assert _leftovers(tmp_path) == [
+        ".m.onnx.1badcafe.tmp",
+        ".m.onnx.3badcafe.tmp.keep",
+        ".m.onnx.4badcafe.tmp",
+        ".other.onnx.2badcafe.tmp",
+    ]
 
 
 @pytest.mark.parametrize("target", ["missing/m.onnx", "."], ids=["no-folder", "a-folder"])

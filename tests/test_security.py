@@ -4,7 +4,7 @@ OUTPUT, and nothing on the load path can run code from a file.
 onnx and onnx-ir refuse external data outside the model's folder, but onnx-ir checks only
 when it knows that folder: with a bare file name (``model.onnx`` in the current folder)
 its base folder is an empty string and every check is skipped. These tests prove the
-guards hold through eyefold's own code paths (``eyefold.model_io.load_model`` and the
+guards hold through eyefold's own code paths (``eyefold.model_files.load_model`` and the
 command line), including for relative paths and symlinks, and show the unguarded case
 that eyefold avoids.
 """
@@ -97,7 +97,7 @@ outside_cases = pytest.mark.parametrize(
 @outside_cases
 def test_load_model_refuses_data_outside_the_folder(outside_model: pathlib.Path):
     with pytest.raises(ModelIOError, match="tensor 'w'"):
-        eyefold.model_io.load_model(outside_model)
+        eyefold.model_files.load_model(outside_model)
 
 
 @outside_cases
@@ -106,12 +106,12 @@ def test_load_model_refuses_it_for_a_relative_path_too(
 ):
     monkeypatch.chdir(outside_model.parent)
     with pytest.raises(ModelIOError, match="tensor 'w'"):
-        eyefold.model_io.load_model("model.onnx")
+        eyefold.model_files.load_model("model.onnx")
 
 
 def test_load_model_reads_data_inside_the_folder(inside_model: pathlib.Path, monkeypatch):
     monkeypatch.chdir(inside_model.parent)
-    model = eyefold.model_io.load_model("model.onnx")
+    model = eyefold.model_files.load_model("model.onnx")
     np.testing.assert_array_equal(
         model.graph.initializers["w"].const_value.numpy(), SECRET.reshape(4, 4)
     )

@@ -10,10 +10,10 @@ import onnx
 import onnx_ir as ir
 import pytest
 
-from eyefold import _stream_write
+from eyefold.model_files import stream_write
 from eyefold.testing import assert_same_outputs
 
-BIG = _stream_write.STREAM_MIN_BYTES
+BIG = stream_write.STREAM_MIN_BYTES
 
 
 def _model_with(arrays: dict[str, np.ndarray], dtypes: dict[str, ir.DataType]) -> ir.Model:
@@ -45,7 +45,7 @@ def _sorted_initializers(proto: onnx.ModelProto) -> bytes:
 
 def _streamed(model: ir.Model) -> onnx.ModelProto:
     buffer = io.BytesIO()
-    written = _stream_write.write_model(model, buffer)
+    written = stream_write.write_model(model, buffer)
     assert written == len(buffer.getvalue())
     return onnx.load_model_from_string(buffer.getvalue())
 
@@ -84,7 +84,7 @@ def test_large_initializers_of_every_width_round_trip():
 def test_without_large_initializers_the_bytes_are_protobufs_own():
     model = _model_with({"small": np.ones((4, 4), np.float32)}, {"small": ir.DataType.FLOAT})
     buffer = io.BytesIO()
-    _stream_write.write_model(model, buffer)
+    stream_write.write_model(model, buffer)
     assert buffer.getvalue() == ir.to_proto(model).SerializeToString()
 
 
@@ -100,4 +100,4 @@ def test_tensors_that_are_not_a_plain_byte_copy_take_the_ordinary_path(array, dt
         array = array.astype(ml_dtypes.int4)
     value = ir.Value(name="t", shape=ir.Shape(array.shape), type=ir.TensorType(dtype))
     value.const_value = ir.Tensor(array, dtype=dtype, name="t")
-    assert _stream_write._streamable_array(value) is None
+    assert stream_write.streamable_array(value) is None

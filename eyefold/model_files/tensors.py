@@ -21,7 +21,7 @@ __all__ = [
     "iter_attribute_tensors",
     "iter_external_tensors",
     "iter_initializers",
-    "referenced_by",
+    "referenced_files",
     "same_file",
     "tensor_bytes",
     "tensor_inventory",
@@ -164,28 +164,29 @@ def _proto_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
                 yield from _proto_tensors(sub)
 
 
-def referenced_by(model_path: str, data_path: str) -> bool:
-    """Whether the model file at ``model_path`` keeps tensors in ``data_path``.
+def referenced_files(model_path: str) -> list[str]:
+    """Absolute paths of the data files the model file at ``model_path`` keeps tensors in.
 
     Only the model file is parsed (no data is loaded); a missing, unreadable or very large
-    file (a model with inline weights, which then cannot be the owner) answers False.
+    file (a model with inline weights, which then owns no data file) answers [].
     """
     if (
         not os.path.isfile(model_path)
         or os.path.getsize(model_path) > _OWNER_PARSE_LIMIT_BYTES
     ):
-        return False
+        return []
     try:
         proto = onnx.load(model_path, load_external_data=False)
     except Exception:  # any unreadable file is simply not the owner
-        return False
-    folder = os.path.dirname(model_path)
+        return []
+    folder = os.path.dirname(os.path.abspath(model_path))
     tensors = [*_proto_tensors(proto.graph)]
     for function in proto.functions:
         for node in function.node:
             tensors.extend(a.t for a in node.attribute if a.HasField("t"))
+    files: dict[str, None] = {}
     for tensor in tensors:
         location = next((e.value for e in tensor.external_data if e.key == "location"), None)
-        if location is not None and same_file(os.path.join(folder, location), data_path):
-            return True
-    return False
+        if location is not None:
+            files[os.path.abspath(os.path.join(folder, location))] = None
+    return list(files)

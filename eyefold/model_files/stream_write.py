@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-__all__ = ["STREAM_MIN_BYTES", "write_model"]
+__all__ = ["STREAM_MIN_BYTES", "streamable_array", "write_model"]
 
 # Below this, streaming saves nothing measurable; above it, a copy costs real memory.
 STREAM_MIN_BYTES = 1 << 20
@@ -44,7 +44,7 @@ def _length_delimited_header(field: int, length: int) -> bytes:
     return _varint(field << 3 | 2) + _varint(length)
 
 
-def _streamable_array(value: ir.Value) -> np.ndarray | None:
+def streamable_array(value: ir.Value) -> np.ndarray | None:
     """The array behind a large plain in-memory initializer, if its bytes are its raw_data."""
     tensor = value.const_value
     if type(tensor) is not ir.Tensor or tensor.nbytes < STREAM_MIN_BYTES:
@@ -103,7 +103,7 @@ def _chunks(model: ir.Model) -> Iterator[bytes | memoryview]:
     streamed = {
         name: array
         for name, value in model.graph.initializers.items()
-        if (array := _streamable_array(value)) is not None
+        if (array := streamable_array(value)) is not None
     }
     if not streamed:
         yield ir.serde.serialize_model(model).SerializeToString()

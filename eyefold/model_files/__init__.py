@@ -1,0 +1,51 @@
+"""Reading and writing model files: eyefold's only code that touches the file system.
+
+Modules:
+
+* :mod:`~eyefold.model_files.load`: :func:`load_model`, external data left lazy and the
+  structure checked.
+* :mod:`~eyefold.model_files.save`: :func:`save_model`, atomic, with or without external
+  data, and what it wrote (:class:`SavedModel`).
+* :mod:`~eyefold.model_files.data_file`: the external data file of a save: its name (the
+  rule that never overwrites the data the existing OUTPUT reads), which old data files
+  go, its contents.
+* :mod:`~eyefold.model_files.atomic_write`: temporary files beside a target, flushed and
+  renamed into place, and removed when a killed write left them; :func:`write_text`.
+* :mod:`~eyefold.model_files.tensors`: where a model's tensors and their data live, read
+  without loading any data.
+* :mod:`~eyefold.model_files.structure_checks`: what onnx-ir loads but eyefold refuses
+  (dangling references, cycles, text that is not UTF-8).
+* :mod:`~eyefold.model_files.stream_write`: a model file written with its large
+  initializers streamed from their arrays.
+* :mod:`~eyefold.model_files.sparse_write`: tensor bytes written with runs of zeros left
+  as holes.
+"""
+
+from __future__ import annotations
+
+from eyefold.model_files.atomic_write import check_output_path, write_text
+from eyefold.model_files.data_file import EXTERNAL_DATA_THRESHOLD_BYTES, external_data_name
+from eyefold.model_files.load import load_model
+from eyefold.model_files.save import (
+    INLINE_LIMIT_BYTES,
+    PROTOBUF_LIMIT_BYTES,
+    SavedModel,
+    files_bytes,
+    save_model,
+)
+from eyefold.model_files.tensors import external_data_files, tensor_bytes
+
+__all__ = [
+    "EXTERNAL_DATA_THRESHOLD_BYTES",
+    "INLINE_LIMIT_BYTES",
+    "PROTOBUF_LIMIT_BYTES",
+    "SavedModel",
+    "check_output_path",
+    "external_data_files",
+    "external_data_name",
+    "files_bytes",
+    "load_model",
+    "save_model",
+    "tensor_bytes",
+    "write_text",
+]

@@ -1,0 +1,245 @@
+"""Saving a model without ever leaving a half-written output behind.
+
+Saving writes one protobuf file when it can. It writes external data, every initializer
+over :data:`~eyefold.model_files.data_file.EXTERNAL_DATA_THRESHOLD_BYTES` in one file
+beside OUTPUT (``<OUTPUT file name>.data``; see :mod:`eyefold.model_files.data_file` for
+the naming rule), when
+
+* the caller asks for it (``--external-data``),
+* the model already has external tensors (they are read from the input's data files and
+  copied, so OUTPUT never points at another model's files), or
+* its tensors would not fit in one protobuf message (:data:`INLINE_LIMIT_BYTES`).
+
+The sequence, in which a crash at any point leaves OUTPUT either the whole old model
+reading its old data or the whole new one reading its new data:
+
+1. the data file and the model file are written under temporary names in OUTPUT's folder
+   and flushed to disk;
+2. the data file is renamed to a name that no file has (never over a data file the old
+   OUTPUT reads);
+3. the model file is renamed to OUTPUT, the only step that switches from old to new;
+4. the old OUTPUT's data files that the new one does not read are removed.
+
+OUTPUT may be the input's own path, even when the input's tensors are still being read
+lazily from its data file: that file is removed only at step 4, and on POSIX a removed
+file lives on for as long as it is mapped. Any other model's data file is never touched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+
+import onnx_ir as ir
+
+from eyefold.errors import ModelIOError
+from eyefold.model_files.atomic_write import (
+    check_output_path,
+    discard,
+    finish_file,
+    open_temporary,
+    remove_stale_temporaries,
+    sync_folder,
+)
+from eyefold.model_files.data_file import (
+    DataFiles,
+    Progress,
+    plan_data_files,
+    restore_tensors,
+    write_data_file,
+)
+from eyefold.model_files.load import root_cause
+from eyefold.model_files.stream_write import write_model
+from eyefold.model_files.tensors import iter_attribute_tensors, same_file, tensor_inventory
+
+__all__ = [
+    "INLINE_LIMIT_BYTES",
+    "PROTOBUF_LIMIT_BYTES",
+    "SavedModel",
+    "files_bytes",
+    "save_model",
+]
+
+logger = logging.getLogger(__name__)
+
+# protobuf cannot serialize a message of 2 GiB or more.
+PROTOBUF_LIMIT_BYTES = 1 << 31
+# Tensor bytes above which a model is saved with external data even when not asked: the
+# limit less room for the graph itself (node and value protos are small next to weights).
+INLINE_LIMIT_BYTES = PROTOBUF_LIMIT_BYTES - (64 << 20)
+
+
+@dataclasses.dataclass(frozen=True)
+class SavedModel:
+    """What :func:`save_model` wrote.
+
+    Attributes:
+        path: the model file.
+        data_path: its external data file, or None when saved as one file.
+        bytes: size on disk of both files together.
+        external_tensors: number of tensors written to the data file.
+    """
+
+    path: str
+    data_path: str | None
+    bytes: int
+    external_tensors: int
+
+
+def files_bytes(paths: list[str]) -> int:
+    """Total size on disk (apparent size) of the files that exist among ``paths``."""
+    return sum(os.path.getsize(p) for p in paths if os.path.isfile(p))
+
+
+def _needs_external_data(model: ir.Model, external_data: bool) -> tuple[bool, str]:
+    if external_data:
+        return True, "asked for"
+    files, total = tensor_inventory(model)
+    if files:
+        return True, "the input has external data"
+    if total > INLINE_LIMIT_BYTES:
+        return True, f"{total} bytes of tensors do not fit in one 2 GiB protobuf file"
+    return False, ""
+
+
+def _inline_attribute_tensors(model: ir.Model) -> list[tuple[ir.Node, str, ir.Attr]]:
+    """Loads external tensors held in node attributes (rare) into memory; returns undo info."""
+    undo = []
+    for node, name, tensor in list(iter_attribute_tensors(model)):
+        if isinstance(tensor, ir.ExternalTensor):
+            undo.append((node, name, node.attributes[name]))
+            loaded = ir.Tensor(tensor.numpy().copy(), dtype=tensor.dtype, name=tensor.name)
+            node.attributes[name] = ir.AttrTensor(name, loaded)
+    return undo
+
+
+def _undo_inlining(undo: list[tuple[ir.Node, str, ir.Attr]], superseded: list[str]) -> None:
+    """Puts attribute tensors back, except those whose data file is about to be removed."""
+    for node, name, attr in undo:
+        tensor = attr.value
+        if isinstance(tensor, ir.ExternalTensor) and any(
+            same_file(tensor.path, path) for path in superseded
+        ):
+            continue  # the in-memory copy stays: its file goes
+        node.attributes[name] = attr
+
+
+def _serialize_to(model: ir.Model, output: str) -> tuple[str, int]:
+    """Writes the model proto to a temporary file beside ``output``; returns it and size.
+
+    Large in-memory initializers go from their arrays straight to the file
+    (:mod:`eyefold.model_files.stream_write`), without the three copies protobuf
+    serialization makes.
+    """
+    temp_path, fd = open_temporary(output)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            size = write_model(model, handle)
+            finish_file(handle, temp_path, output)
+    except ValueError as error:  # protobuf refuses messages of 2 GiB or more
+        discard(temp_path)
+        raise ModelIOError(f"cannot write {output}: {error}") from None
+    except ir.serde.SerdeError as error:  # e.g. a name read from the file is not UTF-8
+        discard(temp_path)
+        cause = root_cause(error)
+        if isinstance(cause, UnicodeDecodeError):
+            raise ModelIOError(
+                f"cannot write {output}: the model holds text that is not valid UTF-8"
+                f" ({cause.object[:40]!r}...)"
+            ) from None
+        raise ModelIOError(f"cannot write {output}: {cause}") from None
+    except BaseException:
+        discard(temp_path)
+        raise
+    return temp_path, size
+
+
+def _plan(model: ir.Model, output: str, external_data: bool, source: str | None) -> DataFiles:
+    """The data file to write beside ``output`` (None: one file) and the stale ones."""
+    external, why = _needs_external_data(model, external_data)
+    plan = plan_data_files(model, output, external, source)
+    if plan.path is not None:
+        logger.info("saving %s with external data %s (%s)", output, plan.path, why)
+    return plan
+
+
+def _remove_stale(folder: str, paths: list[str]) -> None:
+    """Removes the old OUTPUT's data files once the renames before are durable.
+
+    The save has succeeded whatever happens here: a file left behind is only disk space.
+    """
+    sync_folder(folder)
+    for path in paths:
+        _remove_old_data_file(path)
+
+
+def _remove_old_data_file(path: str) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+    except OSError as error:
+        logger.warning("could not remove the old data file %s: %s", path, error)
+
+
+def save_model(
+    model: ir.Model,
+    path: str | os.PathLike[str],
+    *,
+    external_data: bool = False,
+    source_path: str | os.PathLike[str] | None = None,
+    progress: Progress | None = None,
+) -> SavedModel:
+    """Saves atomically, with external data when asked or needed (see the module doc).
+
+    The model is left as it was, except that tensors read lazily from a data file this
+    call removed now read the same values from the new one.
+
+    Args:
+        model: the model to save.
+        path: OUTPUT.
+        external_data: write initializers over the threshold to a data file.
+        source_path: the file the model was loaded from; its own data files may then be
+            removed when ``path`` is that same file.
+        progress: called with a short message after each tensor written.
+
+    Raises:
+        ModelIOError: the folder is missing, the data file belongs to another model, or
+            the write fails.
+    """
+    output = check_output_path(path)
+    remove_stale_temporaries(output)
+    source = None if source_path is None else os.path.abspath(os.fspath(source_path))
+    plan = _plan(model, output, external_data, source)
+    data_path = plan.path  # None: one file
+    temp_paths: list[str] = []
+    originals: list[tuple[ir.Value, ir.TensorProtocol]] = []
+    undo_attrs: list[tuple[ir.Node, str, ir.Attr]] = []
+    superseded: list[str] = []  # the old data files, once the new OUTPUT is in place
+    try:
+        if data_path is not None:
+            undo_attrs = _inline_attribute_tensors(model)
+            temp_data, originals = write_data_file(model, output, data_path, progress)
+            temp_paths.append(temp_data)
+        temp_model, _ = _serialize_to(model, output)
+        temp_paths.append(temp_model)
+        if data_path is not None:
+            os.replace(temp_paths[0], data_path)
+        os.replace(temp_model, output)
+        superseded = plan.stale
+    except (OSError, ValueError) as error:  # ValueError: onnx-ir's data containment checks
+        raise ModelIOError(f"cannot write {output}: {error}") from None
+    finally:
+        restore_tensors(originals, superseded)
+        _undo_inlining(undo_attrs, superseded)
+        for temp_path in temp_paths:
+            discard(temp_path)
+    _remove_stale(os.path.dirname(output), superseded)
+    written = [output] if data_path is None else [output, data_path]
+    return SavedModel(
+        path=output,
+        data_path=data_path,
+        bytes=files_bytes(written),
+        external_tensors=len(originals),
+    )
