@@ -15,9 +15,15 @@ fits, so only onnxruntime shows a slope aligned with the wrong axis.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
+import functools
+import multiprocessing
 import pathlib
+import site
+import traceback
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -148,13 +154,17 @@ def _first_runtime(
     return None, reasons
 
 
-@pytest.mark.parametrize("case", _cases(), ids=lambda case: case.name)
-def test_optimized_model_gives_the_stored_outputs(case: Case) -> None:
+def _check(case: Case) -> str | None:
+    """Optimizes ``case`` and compares; returns why it is skipped, None when it matched.
+
+    Raises:
+        AssertionError: the optimized model's outputs differ from the stored ones.
+    """
     original = onnx.load(case.model_path)
     data_sets = _data_sets(case, original)
     runtime, reasons = _first_runtime(original, data_sets[0][0])
     if runtime is None:
-        pytest.skip(f"neither runtime runs the original: {'; '.join(reasons)}")
+        return f"neither runtime runs the original: {'; '.join(reasons)}"
     optimized = eyefold.optimize_with_report(original).model
     runs = [_Runtime(runtime, optimized)]
     if runtime == "reference":
@@ -167,3 +177,40 @@ def test_optimized_model_gives_the_stored_outputs(case: Case) -> None:
             assert len(actual) == len(expected), f"{run.name}: output count"
             for position, (got, want) in enumerate(zip(actual, expected, strict=True)):
                 _assert_close(got, want, f"{run.name} data set {index} output {position}")
+    return None
+
+
+def _check_in_worker(case: Case) -> tuple[str, str | None]:
+    """``_check`` with its outcome as data: ("ok"|"skip"|"fail", reason or traceback)."""
+    try:
+        reason = _check(case)
+    except Exception:  # the failure is reported by the test in the parent process
+        return "fail", traceback.format_exc()
+    return ("ok", None) if reason is None else ("skip", reason)
+
+
+@pytest.fixture(scope="module")
+def worker() -> Iterator[concurrent.futures.ProcessPoolExecutor]:
+    """One spawned process runs the models.
+
+    The light zoo models materialize up to 0.5 GB of weights at run time, and a process
+    keeps its peak RSS across fork and exec: run here, they would inflate the peak every
+    later test measures in a child process (tests/test_model_io.py).
+    """
+    context = multiprocessing.get_context("spawn")
+    # The worker imports this module by the name pytest gave it, from the repository root.
+    root = functools.partial(site.addsitedir, str(pathlib.Path(__file__).parents[1]))
+    with concurrent.futures.ProcessPoolExecutor(
+        1, mp_context=context, initializer=root
+    ) as executor:
+        yield executor
+
+
+@pytest.mark.parametrize("case", _cases(), ids=lambda case: case.name)
+def test_optimized_model_gives_the_stored_outputs(
+    case: Case, worker: concurrent.futures.ProcessPoolExecutor
+) -> None:
+    outcome, detail = worker.submit(_check_in_worker, case).result()
+    if outcome == "skip":
+        pytest.skip(detail)
+    assert outcome == "ok", detail
