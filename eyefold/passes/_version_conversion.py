@@ -25,15 +25,22 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterator
 
 import onnx
 import onnx_ir as ir
 from onnxscript.version_converter import _version_converter
 
-from eyefold.core.domains import DEFAULT_DOMAINS
+from eyefold.core.domains import DEFAULT_DOMAINS, default_opset
 from eyefold.errors import UpgradeError
 from eyefold.onnx_safety import restore_names, stand_in_ops
+from eyefold.passes._legacy_opset_fixes import (
+    LEGACY_MIN_OPSET,
+    convert_opset_6_to_7,
+    keep_resize_10_coordinates,
+    refuse_lossy_adapters,
+    upsample_inputs,
+)
+from eyefold.passes._proto_graphs import iter_proto_graphs
 
 __all__ = [
     "INLINE_TENSOR_LIMIT_BYTES",
@@ -50,8 +57,6 @@ _HIDDEN_DOMAIN = "pkg.eyefold.hidden"
 # Tensors up to this size travel with the graph handed to the converter, so its shape
 # inference can read Reshape targets and the like; larger ones are declared as typed inputs.
 INLINE_TENSOR_LIMIT_BYTES = 4096
-
-_GRAPH_ATTRIBUTE_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 
 
 @dataclasses.dataclass
@@ -77,18 +82,6 @@ class BodyConversion:
     after: onnx.ModelProto
     opaque: dict[tuple[str, ...], onnx.NodeProto | None]
     stand_ins: set[tuple[str, ...]] = dataclasses.field(default_factory=set)
-
-
-def iter_proto_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    """Yields ``graph`` and every subgraph in it, depth first."""
-    yield graph
-    for node in graph.node:
-        for attribute in node.attribute:
-            if attribute.type == onnx.AttributeProto.GRAPH:
-                yield from iter_proto_graphs(attribute.g)
-            elif attribute.type == onnx.AttributeProto.GRAPHS:
-                for subgraph in attribute.graphs:
-                    yield from iter_proto_graphs(subgraph)
 
 
 def _is_large_constant(node: ir.Node) -> bool:
@@ -207,11 +200,19 @@ def convert_body(
 ) -> BodyConversion:
     """Converts one graph body from ``source`` to ``target`` with onnx's C++ converter.
 
-    Nothing in ``body`` is changed.
+    Nothing in ``body`` is changed. Below opset 7 eyefold writes the opset-7 form itself
+    and the converter starts from there (see ``_legacy_opset_fixes``).
 
     Raises:
-        UpgradeError: the converter failed; the message names the body and the opsets.
+        UpgradeError: the source opset is older than eyefold upgrades, a node's conversion
+            would change its results, or the converter failed; the message names the body
+            and the opsets.
     """
+    if source < LEGACY_MIN_OPSET:
+        raise UpgradeError(
+            f"{where}: opset {source} is older than opset {LEGACY_MIN_OPSET}, the oldest"
+            f" eyefold upgrades; run with --no-upgrade to keep opset {source}"
+        )
     hidden = [node for node in body if _is_large_constant(node)]
     hidden_ids = {id(node) for node in hidden}
     nodes = [node for node in body if id(node) not in hidden_ids]
@@ -231,17 +232,19 @@ def convert_body(
     before = onnx.ModelProto(ir_version=ir_version, graph=graph)
     for domain, version in opset_imports.items():
         before.opset_import.add(domain=domain, version=version)
+    refuse_lossy_adapters(graph, source, where)
+    start = convert_opset_6_to_7(before, where) if source < 7 else before
     try:
-        after = _convert(before, source, target, where)
+        after = _convert(start, source, target, where)
     except UpgradeError as error:  # its text may name a stand-in: say EyeLike
         nodes_before = (n for g in iter_proto_graphs(graph) for n in g.node)
         ops = stand_in_ops(nodes_before, stand_ins)
         names = {_HIDDEN_DOMAIN: "ai.onnx"}
         raise UpgradeError(restore_names(str(error), ops, names)) from None
-    upsamples = _upsample_inputs(before.graph) if source < 11 else set()
+    upsamples = upsample_inputs(before.graph) if source < 11 else set()
     for converted in iter_proto_graphs(after.graph):
         _new_initializers_to_constants(converted, known)
-        _keep_resize_10_coordinates(converted, source, where, upsamples)
+        keep_resize_10_coordinates(converted, source, where, upsamples)
     return BodyConversion(body, nodes, before, after, opaque, stand_ins)
 
 
@@ -254,7 +257,7 @@ def _convert(before: onnx.ModelProto, source: int, target: int, where: str) -> o
     adapter registry has nothing for the body's ops in the range, its converter would only
     bump versions, as onnx's does, and onnx's (no Python round trip) is used.
     """
-    reached = source
+    reached = default_opset({o.domain: o.version for o in before.opset_import}) or source
     proto = before
     if source >= _NATIVE_MIN_OPSET and _onnxscript_adapts(before.graph, source, target):
         reached = min(target, _NATIVE_MAX_OPSET)
@@ -363,66 +366,3 @@ def _new_initializers_to_constants(graph: onnx.GraphProto, known: set[str]) -> N
     nodes = constants + list(graph.node)
     del graph.node[:]
     graph.node.extend(nodes)
-
-
-def _upsample_inputs(graph: onnx.GraphProto) -> set[tuple[str, str]]:
-    """(data, scales) input names of every Upsample, which only enlarges (scales >= 1)."""
-    return {
-        (node.input[0], node.input[1])
-        for subgraph in iter_proto_graphs(graph)
-        for node in subgraph.node
-        if node.op_type == "Upsample"
-        and node.domain in DEFAULT_DOMAINS
-        and len(node.input) > 1
-    }
-
-
-def _constant_scales(graph: onnx.GraphProto, name: str) -> list[float] | None:
-    for initializer in graph.initializer:
-        if initializer.name == name:
-            return [float(s) for s in onnx.numpy_helper.to_array(initializer).ravel()]
-    for node in graph.node:
-        if node.op_type == "Constant" and list(node.output) == [name]:
-            value = next((a for a in node.attribute if a.name == "value"), None)
-            if value is not None:
-                return [float(s) for s in onnx.numpy_helper.to_array(value.t).ravel()]
-    return None
-
-
-def _keep_resize_10_coordinates(
-    graph: onnx.GraphProto, source: int, where: str, upsamples: set[tuple[str, str]]
-) -> None:
-    """Keeps the coordinate mapping of Resize-10 and Upsample in the Resize-11+ they become.
-
-    Resize-10 and Upsample map output index ``y`` to input coordinate ``y / scale``
-    (onnxruntime rounds nearest per axis down when enlarging, up when shrinking). Resize-11
-    made that mapping an attribute whose default is ``half_pixel``, and onnx's adapter
-    leaves it unset, which changes linear results; so the mapping is set explicitly.
-    """
-    if source >= 11:
-        return
-    for node in graph.node:
-        if node.op_type != "Resize":
-            continue
-        if any(a.name == "coordinate_transformation_mode" for a in node.attribute):
-            continue
-        mode = next((a.s.decode() for a in node.attribute if a.name == "mode"), "nearest")
-        node.attribute.append(
-            onnx.helper.make_attribute("coordinate_transformation_mode", "asymmetric")
-        )
-        if mode != "nearest":
-            continue
-        scales_name = node.input[2] if len(node.input) > 2 else ""
-        scales = _constant_scales(graph, scales_name)
-        if (node.input[0], scales_name) in upsamples or (scales and min(scales) >= 1):
-            rounding = "floor"
-        elif scales and max(scales) <= 1:
-            rounding = "ceil"
-        else:
-            raise UpgradeError(
-                f"{where}: nearest Resize of {node.input[0]!r} at opset {source} rounds down"
-                " on enlarged axes and up on shrunk ones; with scales that are not constant,"
-                " or that enlarge some axes and shrink others, no Resize-11+ node matches it;"
-                f" run with --no-upgrade to keep opset {source}"
-            )
-        node.attribute.append(onnx.helper.make_attribute("nearest_mode", rounding))
