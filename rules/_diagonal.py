@@ -23,14 +23,25 @@ import onnx_ir as ir
 from onnxscript.rewriter import MatchResult, RewriteRuleClassBase
 
 from eyefold.core.domains import DEFAULT_DOMAINS
+from eyefold.eyelike_types import EYELIKE_TYPES_OPSET_22
 from eyefold.rules._common import eyelike_k, legalized_for, same_dim, scope_opset
 from eyefold.rules._diagonal_build import DiagonalPlan, build_diagonal
 
-__all__ = ["MIN_OPSET", "MaskedSumDiagonalBase", "plan_diagonal", "shape_items"]
+__all__ = [
+    "FLOAT_TYPES",
+    "INTEGER_TYPES",
+    "MIN_OPSET",
+    "MaskedSumDiagonalBase",
+    "plan_diagonal",
+    "shape_items",
+]
 
 # Reshape's allowzero (opset 14) keeps a zero-size matrix flattenable: without it a 0 in the
 # target shape would copy the input's dim instead.
 MIN_OPSET = 14
+# The Mul element types each rule takes: those an EyeLike mask can be cast to.
+INTEGER_TYPES = frozenset(t for t in EYELIKE_TYPES_OPSET_22 if t.is_integer())
+FLOAT_TYPES = frozenset(t for t in EYELIKE_TYPES_OPSET_22 if t.is_floating_point())
 # Ops that keep every dim of their (first) input where it is; a dim read from their output
 # is the same dim of their input.
 _SAME_SHAPE_OPS = frozenset({"Cast", "CastLike", "Identity"})

@@ -39,7 +39,7 @@ from typing import ClassVar
 import onnx_ir as ir
 
 from eyefold.core.rule_spec import RuleSpec
-from eyefold.rules._diagonal import MaskedSumDiagonalBase
+from eyefold.rules._diagonal import INTEGER_TYPES, MaskedSumDiagonalBase
 
 __all__ = ["MaskedSumDiagonalInt", "rule", "spec"]
 
@@ -47,18 +47,7 @@ __all__ = ["MaskedSumDiagonalInt", "rule", "spec"]
 class MaskedSumDiagonalInt(MaskedSumDiagonalBase):
     """Reads the diagonal a masked sum computes, for integer element types (exact)."""
 
-    DTYPES: ClassVar[frozenset[ir.DataType]] = frozenset(
-        {
-            ir.DataType.INT8,
-            ir.DataType.INT16,
-            ir.DataType.INT32,
-            ir.DataType.INT64,
-            ir.DataType.UINT8,
-            ir.DataType.UINT16,
-            ir.DataType.UINT32,
-            ir.DataType.UINT64,
-        }
-    )
+    DTYPES: ClassVar[frozenset[ir.DataType]] = INTEGER_TYPES
 
 
 rule = MaskedSumDiagonalInt.rule()
