@@ -8,7 +8,7 @@ import pytest
 
 import eyefold
 from eyefold.eyelike_types import EYELIKE_TYPES_OPSET_22
-from eyefold.passes.lower_eye_like import LowerEyeLikePass
+from eyefold.passes.lower_eye_like import LowerEyeLikePass, LowerResult
 from eyefold.testing import (
     as_proto,
     check_model_safely,
@@ -44,13 +44,12 @@ def _eyelike_text(source: ir.DataType, dtype: ir.DataType | None, k: int, opset=
     }}"""
 
 
-def _lowered(text: str) -> tuple[object, ir.Model, LowerEyeLikePass]:
+def _lowered(text: str) -> tuple[object, ir.Model, LowerResult]:
     before = ir.to_proto(ir.from_onnx_text(text))
     model = ir.from_onnx_text(text)
-    lowering = LowerEyeLikePass()
-    result = lowering(model)
-    assert result.modified == any(o.lowered for o in lowering.outcomes)
-    return before, model, lowering
+    result = LowerEyeLikePass()(model)
+    assert result.modified == any(o.lowered for o in result.outcomes)
+    return before, model, result
 
 
 def _assert_bits(got: np.ndarray, want: np.ndarray) -> None:
@@ -140,8 +139,8 @@ def test_after_folding_only_what_is_left_is_lowered():
     }"""
     before = ir.to_proto(ir.from_onnx_text(text))
     model = eyefold.optimize(ir.from_onnx_text(text))
-    lowering = LowerEyeLikePass()
-    assert lowering(model).modified
+    lowering = LowerEyeLikePass()(model)
+    assert lowering.modified
     assert [o.name for o in lowering.outcomes] == ["b"]  # `a` was folded already
     assert count_ops(model, "EyeLike") == 0 and count_ops(model, "Cast") == 0  # bool: Equal
     feeds = {"s": np.ones((4, 4), np.float32), "d": np.ones((5, 3), np.float32)}
@@ -182,3 +181,44 @@ def test_tf2onnx_band_part_runs_lowered(data):
         (want,) = run_reference(before, feeds)
         _assert_bits(run_reference(model, feeds)[0], want)
         _assert_bits(run_onnxruntime(model, feeds)[0], want)
+
+
+DYNAMIC = """<ir_version: 10, opset_import: ["" : 22]>
+agraph (float[4, 4] s, float[n, 3] d) => (float[4, 4] a, int32[n, 3] b) {
+    a = EyeLike(s)
+    b = EyeLike<k=-1, dtype=6>(d)
+}"""
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"target_runtime": "tensorrt"}, {"lower_eyelike": True}, {"lower_eyelike": True,
+     "target_runtime": "onnxruntime"}],
+    ids=["tensorrt", "lower-eyelike", "lower-and-onnxruntime"],
+)  # fmt: skip
+def test_optimize_lowers_for_tensorrt_or_when_asked(options):
+    before = ir.to_proto(ir.from_onnx_text(DYNAMIC))
+    result = eyefold.optimize_with_report(ir.from_onnx_text(DYNAMIC), **options)
+    assert "lower" in [step.name for step in result.report.steps]
+    assert count_ops(result.model, "EyeLike") == 0
+    assert {n.op_type for n in result.model.graph} <= TENSORRT_OPS
+    feeds = {"s": np.ones((4, 4), np.float32), "d": np.ones((5, 3), np.float32)}
+    for want, got in zip(run_reference(before, feeds), run_onnxruntime(result.model, feeds),
+                         strict=True):  # fmt: skip
+        _assert_bits(got, want)
+
+
+def test_default_run_does_not_lower():
+    result = eyefold.optimize_with_report(ir.from_onnx_text(DYNAMIC))
+    assert "lower" not in [step.name for step in result.report.steps]
+    assert count_ops(result.model, "EyeLike") == 1
+
+
+@pytest.mark.parametrize("flags", [["--target-runtime", "tensorrt"], ["--lower-eyelike"]])
+def test_command_line_lowers(tmp_path, flags):
+    from eyefold.cli import main
+
+    source, target = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    source.write_bytes(ir.to_proto(ir.from_onnx_text(DYNAMIC)).SerializeToString())
+    assert main(["optimize", str(source), str(target), "-q", *flags]) == 0
+    assert count_ops(ir.to_proto(ir.load(target)), "EyeLike") == 0

@@ -27,7 +27,12 @@ from eyefold.core.names import ModelNames
 from eyefold.core.scopes import Scope, is_eyelike, iter_scopes
 from eyefold.eyelike_types import to_data_type
 
-__all__ = ["MIN_LOWERING_OPSET", "LowerEyeLikePass", "LowerOutcome"]
+__all__ = [
+    "MIN_LOWERING_OPSET",
+    "LowerEyeLikePass",
+    "LowerOutcome",
+    "LowerResult",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +57,17 @@ class LowerOutcome:
     scope: str
     lowered: bool
     note: str
+
+
+@dataclasses.dataclass
+class LowerResult(ir.passes.PassResult):
+    """The pass result.
+
+    Attributes:
+        outcomes: one per EyeLike node seen, in scope order.
+    """
+
+    outcomes: list[LowerOutcome] = dataclasses.field(default_factory=list)
 
 
 def _output_type(node: ir.Node) -> ir.DataType | None:
@@ -133,40 +149,37 @@ class LowerEyeLikePass(ir.passes.InPlacePass):
     Run it after folding: what folds becomes a constant, which every runtime reads, and
     only what is left (a shape known at run time) needs lowering. It covers the main graph,
     If/Loop/Scan bodies and functions, names the new values after the EyeLike's output
-    (unique model-wide), and is idempotent (a second run finds no EyeLike).
-
-    Attributes:
-        outcomes: one per EyeLike node seen by the last call.
+    (unique model-wide), and is idempotent (a second run finds no EyeLike). Its
+    :class:`LowerResult` says what it did with each node.
     """
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.outcomes: list[LowerOutcome] = []
-
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
+    def call(self, model: ir.Model) -> LowerResult:
         """Lowers the EyeLike nodes of every scope."""
         names = ModelNames(model)
-        self.outcomes = []
-        for scope in iter_scopes(model):
-            for node in list(scope.graph):
-                if is_eyelike(node):
-                    self.outcomes.append(self._visit(scope, node, names))
-        count = sum(outcome.lowered for outcome in self.outcomes)
+        outcomes = [
+            _visit(scope, node, names)
+            for scope in iter_scopes(model)
+            for node in list(scope.graph)
+            if is_eyelike(node)
+        ]
+        count = sum(outcome.lowered for outcome in outcomes)
         logger.info("EyeLike nodes lowered to primitive ops: %d", count)
-        return ir.passes.PassResult(model, modified=bool(count))
+        return LowerResult(model, modified=bool(count), outcomes=outcomes)
 
-    def _visit(self, scope: Scope, node: ir.Node, names: ModelNames) -> LowerOutcome:
-        label = node.name or node.outputs[0].name or "EyeLike"
-        if scope.opset is None or scope.opset < MIN_LOWERING_OPSET:
-            note = f"opset {scope.opset} has no Range (opset {MIN_LOWERING_OPSET}+); kept"
-            return LowerOutcome(label, scope.path, False, note)
-        k_attribute = node.attributes.get("k")
-        if k_attribute is not None and k_attribute.type != ir.AttributeType.INT:
-            return LowerOutcome(label, scope.path, False, "k is not an int; kept")
-        dtype = _output_type(node)
-        if dtype is None or not node.inputs or node.inputs[0] is None:
-            return LowerOutcome(label, scope.path, False, "output type unknown; kept")
-        k = k_attribute.as_int() if k_attribute is not None else 0
-        _replace(scope, node, _lower(_Emitter(scope, node, names), k, dtype), dtype)
-        note = f"lowered to Range/Equal/Cast(to={dtype.name}) with k={k}"
-        return LowerOutcome(label, scope.path, True, note)
+
+def _visit(scope: Scope, node: ir.Node, names: ModelNames) -> LowerOutcome:
+    """Lowers one EyeLike, or says why it stays."""
+    label = node.name or node.outputs[0].name or "EyeLike"
+    if scope.opset is None or scope.opset < MIN_LOWERING_OPSET:
+        note = f"opset {scope.opset} has no Range (opset {MIN_LOWERING_OPSET}+); kept"
+        return LowerOutcome(label, scope.path, False, note)
+    k_attribute = node.attributes.get("k")
+    if k_attribute is not None and k_attribute.type != ir.AttributeType.INT:
+        return LowerOutcome(label, scope.path, False, "k is not an int; kept")
+    dtype = _output_type(node)
+    if dtype is None or not node.inputs or node.inputs[0] is None:
+        return LowerOutcome(label, scope.path, False, "output type unknown; kept")
+    k = k_attribute.as_int() if k_attribute is not None else 0
+    _replace(scope, node, _lower(_Emitter(scope, node, names), k, dtype), dtype)
+    note = f"lowered to Range/Equal/Cast(to={dtype.name}) with k={k}"
+    return LowerOutcome(label, scope.path, True, note)
