@@ -75,6 +75,7 @@ def optimize(
     target_runtime: str | None = None,
     rules: Sequence[str] | None = None,
     relaxed: bool = False,
+    lower_eyelike: bool = False,
 ) -> ModelT:
     """Folds, infers and upgrades the EyeLike nodes of ``model``.
 
@@ -88,12 +89,15 @@ def optimize(
         input_shapes: graph input shapes to pin first, e.g. ``{"x": [1, 3, "n"]}``, so
             the EyeLike nodes that depend on them fold.
         target_runtime: e.g. ``"onnxruntime"``: rewrite the EyeLike nodes left whose type
-            combination that runtime cannot run (None: leave them as they are).
+            combination that runtime cannot run (None: leave them as they are);
+            ``"tensorrt"``: lower every EyeLike left into primitive ops.
         rules: rewrite rules to run, by name (``eyefold rules`` lists them); None runs
             every exact rule (and the relaxed ones with ``relaxed``), an empty sequence
             none.
         relaxed: also allow rules that are exact only up to IEEE special values (inf,
             NaN, -0.0).
+        lower_eyelike: lower every EyeLike left after folding into Shape, Gather, Range,
+            Add/Sub, Unsqueeze, Equal and Cast, for runtimes that cannot run EyeLike.
 
     Returns:
         The optimized model, of the type given.
@@ -110,5 +114,6 @@ def optimize(
         target_runtime=target_runtime,
         rules=rules,  # type: ignore[arg-type]
         relaxed=relaxed,
+        lower_eyelike=lower_eyelike,
     )
     return optimize_with_report(model, options).model  # type: ignore[return-value]

@@ -23,7 +23,12 @@ from eyefold.model_files import (
     save_model,
     write_text,
 )
-from eyefold.options import DEFAULT_SIZE_LIMIT_BYTES, DEFAULT_TARGET_OPSET, PipelineOptions
+from eyefold.options import (
+    DEFAULT_SIZE_LIMIT_BYTES,
+    DEFAULT_TARGET_OPSET,
+    LOWERED_RUNTIMES,
+    PipelineOptions,
+)
 from eyefold.passes.pipeline import run_pipeline
 from eyefold.report import Report
 from eyefold.rule_registry import describe_rules, rule_names
@@ -148,12 +153,19 @@ def _add_pipeline_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--target-runtime",
-        choices=SUPPORTED_RUNTIMES,
+        choices=(*SUPPORTED_RUNTIMES, *LOWERED_RUNTIMES),
         default=None,
         metavar="NAME",
-        help="rewrite EyeLike nodes this runtime cannot run (types it lacks) into casts"
-        " around one it can; measured once per runtime version and cached"
-        f" (choices: {', '.join(SUPPORTED_RUNTIMES)})",
+        help="onnxruntime: rewrite EyeLike nodes it cannot run (types it lacks) into casts"
+        " around one it can, measured once per runtime version and cached; tensorrt:"
+        " lower every EyeLike left into primitive ops"
+        f" (choices: {', '.join((*SUPPORTED_RUNTIMES, *LOWERED_RUNTIMES))})",
+    )
+    parser.add_argument(
+        "--lower-eyelike",
+        action="store_true",
+        help="lower every EyeLike left after folding into Range/Equal/Cast and friends,"
+        " for runtimes that cannot run EyeLike",
     )
 
 
@@ -185,6 +197,7 @@ def _pipeline_options(
             target_runtime=args.target_runtime,
             rules=args.rules,
             relaxed=args.relaxed,
+            lower_eyelike=args.lower_eyelike,
         )
     except EyefoldError as error:
         parser.error(str(error))

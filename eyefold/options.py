@@ -18,12 +18,17 @@ from eyefold.input_shapes import InputShape, parse_input_shape
 __all__ = [
     "DEFAULT_SIZE_LIMIT_BYTES",
     "DEFAULT_TARGET_OPSET",
+    "LOWERED_RUNTIMES",
     "InputShapesArg",
     "PipelineOptions",
 ]
 
 DEFAULT_TARGET_OPSET = 22
 DEFAULT_SIZE_LIMIT_BYTES = 1 << 20
+# Target runtimes whose EyeLike nodes are lowered (LowerEyeLikePass) rather than legalized:
+# TensorRT's parser takes EyeLike only with static input dims, and folding has already
+# turned those into constants.
+LOWERED_RUNTIMES = ("tensorrt",)
 
 # What ``input_shapes`` accepts: {"x": [1, 3, "n"]}, ["x:1,3,n"], or InputShape objects.
 InputShapesArg: TypeAlias = "Mapping[str, Sequence[int | str]] | Sequence[InputShape | str]"
@@ -53,7 +58,11 @@ class PipelineOptions:
         input_shapes: graph input shapes to pin before anything else, e.g.
             ``{"x": [1, 3, "n"]}`` or ``["x:1,3,n"]`` (stored as ``InputShape`` tuples).
         target_runtime: e.g. ``"onnxruntime"``: rewrite the EyeLike nodes left that this
-            runtime cannot run (None: leave them, and only say which would not run there).
+            runtime cannot run (None: leave them, and only say which would not run there);
+            ``"tensorrt"`` lowers every EyeLike left into primitive ops (its parser needs
+            static input dims).
+        lower_eyelike: lower every EyeLike left after folding into primitive ops
+            (Range, Equal, Cast...), whatever the target runtime.
         rules: rewrite rules to run, by name; None runs every exact rule (and the relaxed
             ones with ``relaxed``), an empty sequence none.
         relaxed: also allow rules exact only up to IEEE special values (inf, NaN, -0.0).
@@ -72,6 +81,12 @@ class PipelineOptions:
     target_runtime: str | None = None
     rules: tuple[str, ...] | None = None
     relaxed: bool = False
+    lower_eyelike: bool = False
+
+    @property
+    def lowers(self) -> bool:
+        """Whether the run lowers the EyeLike nodes left (asked, or for TensorRT)."""
+        return self.lower_eyelike or self.target_runtime in LOWERED_RUNTIMES
 
     def __post_init__(self) -> None:
         # Imported here: the rule registry pulls in onnxscript, the runtime table numpy.
@@ -88,7 +103,7 @@ class PipelineOptions:
             error=EyefoldError,
             what="target_opset",
         )
-        if self.target_runtime is not None:
+        if self.target_runtime is not None and self.target_runtime not in LOWERED_RUNTIMES:
             check_runtime(self.target_runtime)
         object.__setattr__(self, "input_shapes", _input_shapes(self.input_shapes))
         if self.rules is not None:

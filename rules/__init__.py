@@ -16,6 +16,8 @@ from eyefold.core.rule_spec import EXACTNESS, PHASES, Exactness, Phase, RuleSpec
 from eyefold.rules import (
     cast_eyelike_cast,
     cast_to_dtype,
+    diagonal_float,
+    diagonal_int,
     drop_input_producer,
     matmul_float_identity,
     matmul_int_identity,
@@ -37,6 +39,8 @@ RULE_MODULES = (
     cast_to_dtype,
     drop_input_producer,
     transpose_to_negative_k,
+    diagonal_int,
+    diagonal_float,
     matmul_int_identity,
     matmul_float_identity,
 )

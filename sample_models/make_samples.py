@@ -228,6 +228,54 @@ def function_eye() -> onnx.ModelProto:
     )
 
 
+def _ints(name: str, values: list[int] | int) -> onnx.NodeProto:
+    """A Constant node ``name`` holding int64 ``values`` (a list: 1-D; an int: scalar)."""
+    tensor = numpy_helper.from_array(np.array(values, dtype=np.int64), name)
+    return helper.make_node("Constant", [], [name], name=name, value=tensor)
+
+
+def dynamo_diagonal() -> onnx.ModelProto:
+    """torch.diagonal(x, 0, -2, -1) as torch_lib's aten_diagonal traces it, opset 18."""
+    nodes = [
+        _ints("neg_1", [-1]),
+        helper.make_node("Shape", ["x"], ["shape"], name="shape"),
+        _ints("dim1", 1),
+        helper.make_node("Gather", ["shape", "dim1"], ["rows_scalar"], name="gather_rows"),
+        helper.make_node("Reshape", ["rows_scalar", "neg_1"], ["rows"], name="reshape_rows"),
+        _ints("dim2", 2),
+        helper.make_node("Gather", ["shape", "dim2"], ["cols_scalar"], name="gather_cols"),
+        helper.make_node("Reshape", ["cols_scalar", "neg_1"], ["cols"], name="reshape_cols"),
+        helper.make_node("Concat", ["rows", "cols"], ["mask_shape"], name="concat", axis=0),
+        helper.make_node("ConstantOfShape", ["mask_shape"], ["zeros"], name="zeros"),
+        helper.make_node("EyeLike", ["zeros"], ["mask"], name="eye", k=0),
+        helper.make_node("CastLike", ["mask", "x"], ["mask_like"], name="cast_like"),
+        helper.make_node("Transpose", ["x"], ["x_t"], name="transpose", perm=[0, 1, 2]),
+        helper.make_node("Mul", ["x_t", "mask_like"], ["masked"], name="mul"),
+        _ints("axes", [1]),
+        helper.make_node("ReduceSum", ["masked", "axes"], ["sums"], name="sum", keepdims=0),
+        helper.make_node("Min", ["rows", "cols"], ["min_dim"], name="min"),
+        _ints("offset", [0]),
+        helper.make_node("Sub", ["cols", "offset"], ["length_raw"], name="sub"),
+        _ints("zero", [0]),
+        helper.make_node("Min", ["length_raw", "min_dim"], ["length_min"], name="min_length"),
+        helper.make_node("Max", ["length_min", "zero"], ["length"], name="max_length"),
+        helper.make_node("Add", ["offset", "length"], ["end"], name="end"),
+        helper.make_node("Slice", ["sums", "offset", "end", "axes"], ["y"], name="slice"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "dynamo_diagonal",
+        [_float("x", ["batch", "rows", "cols"])],
+        [_float("y", ["batch", "diagonal"])],
+    )
+    return _model(
+        graph,
+        "torch dynamo diagonal(x, 0, -2, -1): ReduceSum(Mul(Transpose(x), EyeLike mask)).",
+        opset=18,
+        ir_version=8,
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class Sample:
     """One sample model: how to build it, feed it and what it must compute."""
@@ -295,6 +343,14 @@ SAMPLES: tuple[Sample, ...] = (
         function_eye,
         lambda rng: [{"x": _rand(rng, 3, 3)}],
         lambda f: [f["x"] + _eye(3, 3)],
+    ),
+    Sample(
+        "dynamo_diagonal.onnx",
+        dynamo_diagonal,
+        lambda rng: [
+            {"x": _rand(rng, b, r, c)} for b, r, c in ((2, 3, 5), (1, 4, 4), (3, 5, 2))
+        ],
+        lambda f: [np.diagonal(f["x"], 0, 1, 2)],
     ),
 )
 

@@ -25,6 +25,7 @@ SAMPLE_FILES = sorted(SAMPLES.glob("*.onnx"))
 EXPECTED_ACTIONS = {
     "bool_mask.onnx": ["folded"],
     "dynamic_batch.onnx": ["inferred"],
+    "dynamo_diagonal.onnx": ["inferred"],
     "function_eye.onnx": ["kept"],
     "if_branch.onnx": ["folded"],
     "paddle_zeros.onnx": ["folded"],

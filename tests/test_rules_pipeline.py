@@ -67,6 +67,7 @@ def test_report_counts_hits_per_rule_and_times_both_phases():
         "cast_to_dtype": 0,
         "drop_input_producer": 0,
         "transpose_to_negative_k": 1,
+        "diagonal_int": 0,
         "matmul_int_identity": 1,
     }
     steps = [s.name for s in result.report.steps]

@@ -15,6 +15,7 @@ from eyefold.passes.infer_input_shapes import (
     InferInputShapesResult,
 )
 from eyefold.passes.legalize_eye_like import LegalizeEyeLikePass, LegalizeResult
+from eyefold.passes.lower_eye_like import LowerEyeLikePass, LowerResult
 from eyefold.passes.pin_input_shapes import PinInputShapesPass, PinInputShapesResult
 from eyefold.passes.pipeline import (
     EyefoldPipeline,
@@ -36,6 +37,8 @@ __all__ = [
     "InferOutputsResult",
     "LegalizeEyeLikePass",
     "LegalizeResult",
+    "LowerEyeLikePass",
+    "LowerResult",
     "PinInputShapesPass",
     "PinInputShapesResult",
     "PipelineResult",

@@ -3,10 +3,10 @@
 onnxscript's ``RewriteRuleSet.apply_to_model`` tries every rule on every node, which costs
 seconds on graphs of a few thousand nodes. Every eyefold pattern contains an EyeLike node
 or a constant identity matrix, and its root (the node whose output it replaces) is that
-EyeLike or one of its direct consumers. So this pass collects those candidate roots in
-one linear walk, tries the rules only there, and after each rewrite only the new nodes
-and their consumers: beyond that walk, the cost grows with the number of EyeLike nodes
-and identity constants, not with the graph.
+EyeLike or one of its consumers at most ``ROOT_DEPTH`` nodes down. So this pass collects
+those candidate roots in one linear walk, tries the rules only there, and after each
+rewrite only the new nodes and their consumers: beyond that walk, the cost grows with the
+number of EyeLike nodes and identity constants, not with the graph.
 Rewrites use the rules' own ``try_rewrite`` and onnx-ir's
 ``replace_nodes_and_values``, as onnxscript's driver does.
 """
@@ -31,7 +31,13 @@ from eyefold.rule_registry import select_rules
 from eyefold.rules import Phase, RuleSpec
 from eyefold.runtime_support import get_support
 
-__all__ = ["DEFAULT_MAX_ROUNDS", "RULE_TAG_KEY", "ApplyEyeLikeRulesPass", "RulesResult"]
+__all__ = [
+    "DEFAULT_MAX_ROUNDS",
+    "ROOT_DEPTH",
+    "RULE_TAG_KEY",
+    "ApplyEyeLikeRulesPass",
+    "RulesResult",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +49,10 @@ DEFAULT_MAX_ROUNDS = 8
 
 # Metadata key naming the rule that created a node.
 RULE_TAG_KEY = "pkg.eyefold.rule"
+
+# How far below an EyeLike a pattern's root may sit. The exporters' masked-sum diagonal is
+# rooted at the ReduceSum three nodes down: EyeLike -> Cast/CastLike -> Mul -> ReduceSum.
+ROOT_DEPTH = 3
 
 
 def _body(graph_or_function: ir.Graph | ir.Function) -> ir.Graph:
@@ -71,26 +81,50 @@ def _is_identity_constant(value: ir.Value, dtypes: frozenset[ir.DataType]) -> bo
     return len(dims) == 2 and dims[0] == dims[1] and is_identity_array(tensor.numpy())
 
 
+def _downstream(node: ir.Node, seen: set[int]) -> list[ir.Node]:
+    """Consumers of ``node`` up to ``ROOT_DEPTH`` levels down, the deepest level first.
+
+    A node already collected for another EyeLike (``seen``) is not walked again, so the
+    walk stays linear in the graph size however many EyeLike nodes share consumers.
+    """
+    levels: list[list[ir.Node]] = []
+    frontier = [node]
+    for _ in range(ROOT_DEPTH):
+        level = []
+        for current in frontier:
+            for consumer in (c for v in current.outputs for c in v.consumers()):
+                if id(consumer) not in seen:
+                    seen.add(id(consumer))
+                    level.append(consumer)
+        if not level:
+            break
+        levels.append(level)
+        frontier = level
+    return [n for level in reversed(levels) for n in level]
+
+
 def _candidate_roots(
     scopes: Sequence[Scope], constant_dtypes: frozenset[ir.DataType]
 ) -> dict[int, list[ir.Node]]:
     """Candidate root nodes per graph body (keyed by id), in graph order of discovery.
 
-    Roots are the consumers of EyeLike outputs and the EyeLike nodes, plus
+    Roots are the consumers of EyeLike outputs (up to ``ROOT_DEPTH`` levels down) and the
+    EyeLike nodes, plus
     the consumers of constants of ``constant_dtypes`` equal to an identity matrix. A
     consumer may sit in a subgraph of the graph that holds the anchor, so roots are
     grouped by the graph they actually belong to.
     """
     anchors: list[ir.Value] = []
     roots: list[ir.Node] = []
+    walked: set[int] = set()
     for scope in scopes:
         for node in scope.graph:
             if node.domain not in DEFAULT_DOMAINS:
                 continue
             if node.op_type == "EyeLike":
-                # Consumers first: a pattern rooted downstream (Cast(EyeLike(Cast(x))))
-                # covers more than one rooted at the EyeLike itself.
-                roots.extend(c for v in node.outputs for c in v.consumers())
+                # Deepest consumers first: a pattern rooted downstream
+                # (Cast(EyeLike(Cast(x))), a masked sum) covers more than one rooted nearer.
+                roots.extend(_downstream(node, walked))
                 roots.append(node)
             elif constant_dtypes and node.op_type == "Constant":
                 anchors.extend(

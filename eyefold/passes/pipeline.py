@@ -17,13 +17,14 @@ import onnx_ir as ir
 
 from eyefold.core.domains import default_opset
 from eyefold.core.rule_spec import PHASES
-from eyefold.options import PipelineOptions
+from eyefold.options import LOWERED_RUNTIMES, PipelineOptions
 from eyefold.passes.apply_rules import ApplyEyeLikeRulesPass
 from eyefold.passes.census import CountEyeLikePass
 from eyefold.passes.fold_eye_like import FoldEyeLikePass
 from eyefold.passes.infer_eye_like import InferEyeLikeOutputsPass
 from eyefold.passes.infer_input_shapes import InferEyeLikeInputShapesPass
 from eyefold.passes.legalize_eye_like import LegalizeEyeLikePass
+from eyefold.passes.lower_eye_like import LowerEyeLikePass
 from eyefold.passes.pin_input_shapes import PinInputShapesPass
 from eyefold.passes.upgrade_opset import UpgradeOpsetPass
 from eyefold.report import Report, StepRecord, build_report
@@ -99,8 +100,11 @@ def pipeline_steps(options: PipelineOptions | None = None) -> list[Step]:
             ),
         )
     )
+    # After folding and inference: only what is left is lowered, with the types they set.
+    if options.lowers:
+        steps.append(Step("lower", LowerEyeLikePass()))
     # Last: it reads the types the passes before it set.
-    if options.target_runtime is not None:
+    if options.target_runtime is not None and options.target_runtime not in LOWERED_RUNTIMES:
         steps.append(Step("legalize", LegalizeEyeLikePass(options.target_runtime)))
     else:
         judge = LegalizeEyeLikePass(_JUDGED_RUNTIME, rewrite=False)
