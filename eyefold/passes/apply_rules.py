@@ -225,13 +225,10 @@ class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):
         )
         if not self.specs:
             return result
-        judge = RewriteJudge(
-            # Without a target, judged by onnxruntime's table: never a session.
-            get_support(self.target_runtime or "onnxruntime", probe=False),
-            self.size_limit_bytes,
-            self.fold,
-            legalized_after=self.target_runtime is not None,
-        )
+        # With a target runtime, legalization or lowering makes what stays runnable;
+        # without one, onnxruntime's table judges (cached or built in: never a session).
+        support = None if self.target_runtime else get_support("onnxruntime", probe=False)
+        judge = RewriteJudge(support, self.size_limit_bytes, self.fold)
         scopes = list(iter_scopes(model))
         constant_dtypes = frozenset().union(*(s.constant_dtypes for s in self.specs))
         roots = _candidate_roots(scopes, constant_dtypes)

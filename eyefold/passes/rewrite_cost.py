@@ -6,9 +6,9 @@ that onnxruntime runs gives ``EyeLike(dtype=BOOL)``, which it cannot load, and m
 each rewrite is priced before it is applied, over the EyeLike nodes it removes and the
 ones it creates:
 
-1. EyeLike nodes that stay in the model (do not fold) and that the target runtime cannot
-   run (or may not: an unknown verdict counts as cannot). With a target runtime given,
-   legalization rewrites those afterwards, so this term is zero;
+1. EyeLike nodes that stay in the model (do not fold) and that onnxruntime cannot run (or
+   may not: an unknown verdict counts as cannot). With a target runtime given,
+   legalization or lowering rewrites those afterwards, so this term is zero;
 2. EyeLike nodes that do not fold.
 
 A rewrite is applied only when neither term grows. The runtime's table is the cached
@@ -48,16 +48,15 @@ class RewriteJudge:
     """Prices EyeLike nodes for one run of the rules pass.
 
     Attributes:
-        support: what the target runtime runs (onnxruntime's table without a target).
+        support: what onnxruntime runs; None when a target runtime was given (its
+            legalization or lowering follows, so nothing is priced as not runnable).
         size_limit_bytes: the fold limit.
         fold: whether folding runs after the rules.
-        legalized_after: True when legalization follows (a target runtime was given).
     """
 
-    support: EyeLikeSupport
+    support: EyeLikeSupport | None
     size_limit_bytes: int
     fold: bool
-    legalized_after: bool
 
     def cost(self, nodes: Iterable[ir.Node], scope: Scope) -> RewriteCost:
         """The cost of the EyeLike nodes among ``nodes`` (in or about to join ``scope``)."""
@@ -71,11 +70,12 @@ class RewriteJudge:
             if facts.action == "folded":
                 continue
             not_folded += 1
-            if not self.legalized_after and not self._runs(node, facts.input_dtype, scope):
+            if self.support is not None and not self._runs(node, facts.input_dtype, scope):
                 not_runnable += 1
         return RewriteCost(not_runnable, not_folded)
 
     def _runs(self, node: ir.Node, source: ir.DataType | None, scope: Scope) -> bool:
+        assert self.support is not None
         attribute = node.attributes.get("dtype")
         if attribute is not None and attribute.is_ref():
             return False  # known per call only: cannot tell
