@@ -6,39 +6,80 @@ declared next to the rule. Its docstring states the identity, why it is exact (o
 relaxed) and when it fires. Order matters where patterns overlap: the longer pattern
 comes first.
 
-Adding a rule: one module here (``rule`` and ``spec``), one line in ``RULE_MODULES``, one
+:data:`RULE_INFOS` lists the same rules as :class:`~eyefold.core.rule_spec.RuleInfo`
+entries, which import nothing: selecting rules by name and finding where they could match
+must not import onnxscript (a third of ``eyefold optimize``'s start-up) on a model where no
+rule can fire. ``RULE_MODULES`` and ``ALL_RULES`` import the modules on first access
+(PEP 562); ``tests/test_rule_registry.py`` checks that both lists agree.
+
+Adding a rule: one module here (``rule`` and ``spec``), one entry in ``RULE_INFOS``, one
 test file ``tests/test_rule_<name>.py``.
 """
 
 from __future__ import annotations
 
-from eyefold.core.rule_spec import EXACTNESS, PHASES, Exactness, Phase, RuleSpec
-from eyefold.rules import (
-    cast_eyelike_cast,
-    cast_to_dtype,
-    drop_input_producer,
-    matmul_float_identity,
-    matmul_int_identity,
-    transpose_to_negative_k,
-)
+import importlib
+from typing import Any
+
+import onnx_ir as ir
+
+from eyefold.core.rule_spec import EXACTNESS, PHASES, Exactness, Phase, RuleInfo, RuleSpec
+from eyefold.rules._shape_preserving import SHAPE_PRESERVING_OPS
 
 __all__ = [
     "ALL_RULES",
     "EXACTNESS",
     "PHASES",
+    "RULE_INFOS",
     "RULE_MODULES",
     "Exactness",
     "Phase",
+    "RuleInfo",
     "RuleSpec",
 ]
 
-RULE_MODULES = (
-    cast_eyelike_cast,
-    cast_to_dtype,
-    drop_input_producer,
-    transpose_to_negative_k,
-    matmul_int_identity,
-    matmul_float_identity,
+_EYELIKE = frozenset({"EyeLike"})
+_D = ir.DataType
+
+RULE_INFOS: tuple[RuleInfo, ...] = (
+    RuleInfo("cast_eyelike_cast", "exact", "before-fold", frozenset({"Cast"}), _EYELIKE),
+    RuleInfo("cast_to_dtype", "exact", "before-fold", frozenset({"Cast"}), _EYELIKE),
+    RuleInfo(
+        "drop_input_producer",
+        "exact",
+        "before-fold",
+        _EYELIKE,
+        frozenset(SHAPE_PRESERVING_OPS),
+    ),
+    RuleInfo(
+        "transpose_to_negative_k", "exact", "before-fold", frozenset({"Transpose"}), _EYELIKE
+    ),
+    RuleInfo(
+        "matmul_int_identity",
+        "exact",
+        "after-fold",
+        frozenset({"MatMul"}),
+        constant_dtypes=frozenset({_D.INT32, _D.INT64, _D.UINT32, _D.UINT64}),
+    ),
+    RuleInfo(
+        "matmul_float_identity",
+        "relaxed",
+        "after-fold",
+        frozenset({"MatMul"}),
+        constant_dtypes=frozenset({_D.FLOAT, _D.DOUBLE, _D.FLOAT16, _D.BFLOAT16}),
+    ),
 )
 
-ALL_RULES: tuple[RuleSpec, ...] = tuple(module.spec for module in RULE_MODULES)
+
+def __getattr__(name: str) -> Any:
+    """``RULE_MODULES`` and ``ALL_RULES``, importing the rule modules on first access."""
+    if name == "RULE_MODULES":
+        value: Any = tuple(
+            importlib.import_module(f"{__name__}.{info.name}") for info in RULE_INFOS
+        )
+    elif name == "ALL_RULES":
+        value = tuple(module.spec for module in __getattr__("RULE_MODULES"))
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value

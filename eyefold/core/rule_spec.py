@@ -10,11 +10,13 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Literal
 
+from eyefold.core.domains import DEFAULT_DOMAINS
+
 if TYPE_CHECKING:
     import onnx_ir as ir
     from onnxscript.rewriter import RewriteRule
 
-__all__ = ["EXACTNESS", "PHASES", "Exactness", "Phase", "RuleSpec"]
+__all__ = ["EXACTNESS", "PHASES", "Exactness", "Phase", "RuleInfo", "RuleSpec"]
 
 Exactness = Literal["exact", "relaxed"]
 Phase = Literal["before-fold", "after-fold"]
@@ -72,3 +74,42 @@ class RuleSpec:
             )
         name = module_name.rpartition(".")[2]
         return cls(name, rule, exactness, phase, identity, constant_dtypes)
+
+
+@dataclasses.dataclass(frozen=True)
+class RuleInfo:
+    """What the registry knows about a rule without importing it (or onnxscript).
+
+    Selecting rules by name, validating options and deciding whether a rule can match a
+    node need only this; the rule itself is imported when some node passes
+    :meth:`may_match`, so a model with nothing to rewrite never imports onnxscript.
+
+    Attributes:
+        name: the rule's module name (``--rules``).
+        exactness: as :attr:`RuleSpec.exactness`.
+        phase: as :attr:`RuleSpec.phase`.
+        roots: op types of the pattern's root (the node whose output it replaces).
+        producers: op types that must produce the root's first input (None: any).
+        constant_dtypes: as :attr:`RuleSpec.constant_dtypes`.
+    """
+
+    name: str
+    exactness: Exactness
+    phase: Phase
+    roots: frozenset[str]
+    producers: frozenset[str] | None = None
+    constant_dtypes: frozenset[ir.DataType] = frozenset()
+
+    def may_match(self, node: ir.Node) -> bool:
+        """False when the pattern cannot match at ``node`` (op types only; cheap)."""
+        if node.domain not in DEFAULT_DOMAINS or node.op_type not in self.roots:
+            return False
+        if self.producers is None:
+            return True
+        first = node.inputs[0] if node.inputs else None
+        producer = first.producer() if first is not None else None
+        return (
+            producer is not None
+            and producer.domain in DEFAULT_DOMAINS
+            and producer.op_type in self.producers
+        )

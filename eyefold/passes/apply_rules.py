@@ -16,16 +16,19 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import onnx_ir as ir
-from onnxscript.rewriter import RewriteRule
 
 from eyefold.core.constants import constant_tensor, is_identity_array
 from eyefold.core.dead_code import remove_dead_producers
 from eyefold.core.domains import DEFAULT_DOMAINS
 from eyefold.core.scopes import Scope, iter_scopes
-from eyefold.rule_registry import select_rules
-from eyefold.rules import Phase, RuleSpec
+from eyefold.rule_registry import load_spec, select_rule_infos
+from eyefold.rules import Phase, RuleInfo, RuleSpec
+
+if TYPE_CHECKING:
+    from onnxscript.rewriter import RewriteRule
 
 __all__ = ["DEFAULT_MAX_ROUNDS", "RULE_TAG_KEY", "ApplyEyeLikeRulesPass", "RulesResult"]
 
@@ -136,8 +139,11 @@ class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):
     rewrite leaves without users (a bypassed EyeLike, an identity initializer, the chain
     that fed them) are removed; graph inputs and outputs never are.
 
+    A rule (and onnxscript) is imported only once a candidate node could match it by op
+    type (:meth:`RuleInfo.may_match`), so a model with nothing to rewrite imports neither.
+
     Attributes:
-        specs: the selected rules, in registry order.
+        infos: the selected rules' registry entries, in registry order.
         max_rounds: bound on the rewrite rounds per scope.
     """
 
@@ -155,16 +161,30 @@ class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):
             UnknownRuleError: an unknown rule name, or a relaxed one without ``relaxed``.
         """
         super().__init__()
-        self.specs: tuple[RuleSpec, ...] = select_rules(rules, relaxed=relaxed, phase=phase)
+        self.infos: tuple[RuleInfo, ...] = select_rule_infos(
+            rules, relaxed=relaxed, phase=phase
+        )
         self.max_rounds = max_rounds
+        self._specs: dict[str, RuleSpec] = {}
+
+    @property
+    def specs(self) -> tuple[RuleSpec, ...]:
+        """The selected rules, in registry order (imports them)."""
+        return tuple(self._spec(info) for info in self.infos)
+
+    def _spec(self, info: RuleInfo) -> RuleSpec:
+        spec = self._specs.get(info.name)
+        if spec is None:
+            spec = self._specs[info.name] = load_spec(info)
+        return spec
 
     def call(self, model: ir.Model) -> RulesResult:
         """Rewrites every scope of ``model`` in place."""
-        hits = dict.fromkeys((spec.name for spec in self.specs), 0)
-        if not self.specs:
+        hits = dict.fromkeys((info.name for info in self.infos), 0)
+        if not self.infos:
             return RulesResult(model, modified=False, hits=hits)
         scopes = list(iter_scopes(model))
-        constant_dtypes = frozenset().union(*(s.constant_dtypes for s in self.specs))
+        constant_dtypes = frozenset().union(*(i.constant_dtypes for i in self.infos))
         roots = _candidate_roots(scopes, constant_dtypes)
         for scope in scopes:
             candidates = roots.get(id(_body(scope.graph)))
@@ -203,7 +223,10 @@ class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):
         hits: dict[str, int],
     ) -> list[ir.Node]:
         """Applies the first rule that matches at ``node``; returns the next candidates."""
-        for spec in self.specs:
+        for info in self.infos:
+            if not info.may_match(node):
+                continue
+            spec = self._spec(info)
             saved = _snapshot_opsets(model, graph_or_function)
             delta = spec.rule.try_rewrite(model, graph_or_function, node)
             if delta is None:

@@ -75,11 +75,11 @@ def pipeline_steps(options: PipelineOptions | None = None) -> list[Step]:
         phase: ApplyEyeLikeRulesPass(rules=options.rules, relaxed=options.relaxed, phase=phase)
         for phase in PHASES
     }
-    if rules["before-fold"].specs:
+    if rules["before-fold"].infos:
         steps.append(Step("rules-before-fold", rules["before-fold"]))
     if options.fold:
         steps.append(Step("fold", FoldEyeLikePass(size_limit_bytes=options.size_limit)))
-    if rules["after-fold"].specs:
+    if rules["after-fold"].infos:
         steps.append(Step("rules-after-fold", rules["after-fold"]))
     steps.append(
         Step(
