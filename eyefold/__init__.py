@@ -10,8 +10,9 @@ for onnx, onnx-ir and numpy before the command line knows it needs them (``eyefo
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from eyefold.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from eyefold import kernel, passes
@@ -54,17 +55,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Imports a public name's module on first access and caches the name here."""
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        raise AttributeError(f"module 'eyefold' has no attribute {name!r}")
-    module = importlib.import_module(module_name)
-    value = module if module_name == f"eyefold.{name}" else getattr(module, name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    """The public names, loaded or not (for completion)."""
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
