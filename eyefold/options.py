@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from eyefold.errors import EyefoldError
-from eyefold.eyelike_types import EYELIKE_MIN_OPSET
-from eyefold.input_shapes import InputShape, parse_input_shape
+
+if TYPE_CHECKING:
+    from eyefold.input_shapes import InputShape
 
 __all__ = [
     "DEFAULT_SIZE_LIMIT_BYTES",
@@ -35,6 +36,8 @@ InputShapesArg: TypeAlias = "Mapping[str, Sequence[int | str]] | Sequence[InputS
 
 
 def _input_shapes(value: InputShapesArg | None) -> tuple[InputShape, ...]:
+    from eyefold.input_shapes import InputShape, parse_input_shape
+
     if value is None:
         return ()
     if isinstance(value, str):
@@ -89,7 +92,9 @@ class PipelineOptions:
         return self.lower_eyelike or self.target_runtime in LOWERED_RUNTIMES
 
     def __post_init__(self) -> None:
-        # Imported here: the rule registry pulls in onnxscript, the runtime table numpy.
+        # Imported here, so that the command line reads the defaults above without
+        # importing onnx-ir (``eyefold --help`` imports nothing heavy).
+        from eyefold.eyelike_types import EYELIKE_MIN_OPSET
         from eyefold.passes.upgrade_opset import check_target_opset
         from eyefold.rule_registry import select_rules
         from eyefold.runtime_support import check_runtime

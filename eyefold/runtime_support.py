@@ -38,6 +38,7 @@ import onnx_ir as ir
 from eyefold import kernel
 from eyefold.errors import EyefoldError
 from eyefold.eyelike_types import EYELIKE_TYPES_OPSET_9, EYELIKE_TYPES_OPSET_22, allowed_types
+from eyefold.runtimes import SUPPORTED_RUNTIMES, installed_version
 
 __all__ = [
     "CACHE_DIR_ENV",
@@ -58,7 +59,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-SUPPORTED_RUNTIMES = ("onnxruntime",)
 CACHE_DIR_ENV = "EYEFOLD_CACHE_DIR"
 # Bump when the probe or the file layout changes, so old cache files are re-measured.
 _CACHE_FORMAT = 1
@@ -365,7 +365,7 @@ def probe_onnxruntime() -> EyeLikeSupport:
     """
     try:
         import onnxruntime as ort
-    except ImportError:
+    except (ImportError, OSError):  # not installed, or its shared library cannot load
         raise EyefoldError("onnxruntime is not installed; cannot probe it") from None
     start = time.perf_counter()
     options = ort.SessionOptions()
@@ -413,16 +413,17 @@ def get_support(runtime: str = "onnxruntime", *, probe: bool = True) -> EyeLikeS
         EyefoldError: an unknown runtime name.
     """
     check_runtime(runtime)
-    try:
-        import onnxruntime as ort
-    except (ImportError, OSError):  # not installed, or its shared library cannot load
+    version = installed_version(runtime)
+    if version is None:
         return fallback_support(runtime)
-    version = str(ort.__version__)
     cached = _read_cache(runtime, version)
     if cached is not None:
         return cached
     if not probe:
         return fallback_support(runtime, version)
-    measured = probe_onnxruntime()
+    try:
+        measured = probe_onnxruntime()
+    except EyefoldError:  # installed, but its shared library cannot load
+        return fallback_support(runtime)
     _write_cache(measured)
     return measured

@@ -32,6 +32,7 @@ __all__ = [
     "op_counts",
     "render_inspect",
     "render_optimize",
+    "table",
     "use_color",
 ]
 
@@ -194,7 +195,8 @@ class RunLog:
             }
 
 
-def _table(rows: Sequence[Sequence[str]], right: Sequence[bool]) -> list[str]:
+def table(rows: Sequence[Sequence[str]], right: Sequence[bool]) -> list[str]:
+    """Rows as aligned text columns (``right``: right-align that column)."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = []
     for row in rows:
@@ -251,7 +253,7 @@ def _node_table(nodes: Sequence[NodeOutcome]) -> list[str]:
     columns = [c for c in INSPECT_COLUMNS if checked or c[0] != "RUNS"]
     rows = [[header for header, _, _ in columns]]
     rows.extend([cell(node) for _, cell, _ in columns] for node in nodes)
-    return _table(rows, [align for _, _, align in columns])
+    return table(rows, [align for _, _, align in columns])
 
 
 def _counts_line(report: Report) -> str:
@@ -313,7 +315,7 @@ def _before_after(before: ModelStats, after: ModelStats, color: bool) -> list[st
         plain.append([label, old_text, "-" if new is None else str(new)])
         rows.append([label, old_text, _cell(old, new, color, lower)])
     # Align on the plain text so escape codes do not skew the columns.
-    aligned = _table(plain, [False, True, True])
+    aligned = table(plain, [False, True, True])
     if not color:
         return aligned
     widths = [max(len(r[i]) for r in plain) for i in range(3)]

@@ -7,24 +7,54 @@ them all for a :class:`~eyefold.options.PipelineOptions`.
 
 from __future__ import annotations
 
-from eyefold.passes.apply_rules import ApplyEyeLikeRulesPass, RulesResult
-from eyefold.passes.fold_eye_like import FoldEyeLikePass, FoldResult
-from eyefold.passes.infer_eye_like import InferEyeLikeOutputsPass, InferOutputsResult
-from eyefold.passes.infer_input_shapes import (
-    InferEyeLikeInputShapesPass,
-    InferInputShapesResult,
-)
-from eyefold.passes.legalize_eye_like import LegalizeEyeLikePass, LegalizeResult
-from eyefold.passes.lower_eye_like import LowerEyeLikePass, LowerResult
-from eyefold.passes.pin_input_shapes import PinInputShapesPass, PinInputShapesResult
-from eyefold.passes.pipeline import (
-    EyefoldPipeline,
-    PipelineResult,
-    default_pipeline,
-    pipeline_steps,
-    report_of,
-)
-from eyefold.passes.upgrade_opset import UpgradeOpsetPass
+from typing import TYPE_CHECKING
+
+from eyefold.lazy_exports import lazy_exports
+
+if TYPE_CHECKING:
+    from eyefold.passes.apply_rules import ApplyEyeLikeRulesPass, RulesResult
+    from eyefold.passes.fold_eye_like import FoldEyeLikePass, FoldResult
+    from eyefold.passes.infer_eye_like import InferEyeLikeOutputsPass, InferOutputsResult
+    from eyefold.passes.infer_input_shapes import (
+        InferEyeLikeInputShapesPass,
+        InferInputShapesResult,
+    )
+    from eyefold.passes.legalize_eye_like import LegalizeEyeLikePass, LegalizeResult
+    from eyefold.passes.lower_eye_like import LowerEyeLikePass, LowerResult
+    from eyefold.passes.pin_input_shapes import PinInputShapesPass, PinInputShapesResult
+    from eyefold.passes.pipeline import (
+        EyefoldPipeline,
+        PipelineResult,
+        default_pipeline,
+        pipeline_steps,
+        report_of,
+    )
+    from eyefold.passes.upgrade_opset import UpgradeOpsetPass
+
+# Loaded on first use: importing one pass module must not import the others (and
+# the report, which reads their results, would import this package back).
+_LAZY: dict[str, str] = {
+    "ApplyEyeLikeRulesPass": "eyefold.passes.apply_rules",
+    "EyefoldPipeline": "eyefold.passes.pipeline",
+    "FoldEyeLikePass": "eyefold.passes.fold_eye_like",
+    "FoldResult": "eyefold.passes.fold_eye_like",
+    "InferEyeLikeInputShapesPass": "eyefold.passes.infer_input_shapes",
+    "InferEyeLikeOutputsPass": "eyefold.passes.infer_eye_like",
+    "InferInputShapesResult": "eyefold.passes.infer_input_shapes",
+    "InferOutputsResult": "eyefold.passes.infer_eye_like",
+    "LegalizeEyeLikePass": "eyefold.passes.legalize_eye_like",
+    "LegalizeResult": "eyefold.passes.legalize_eye_like",
+    "LowerEyeLikePass": "eyefold.passes.lower_eye_like",
+    "LowerResult": "eyefold.passes.lower_eye_like",
+    "PinInputShapesPass": "eyefold.passes.pin_input_shapes",
+    "PinInputShapesResult": "eyefold.passes.pin_input_shapes",
+    "PipelineResult": "eyefold.passes.pipeline",
+    "RulesResult": "eyefold.passes.apply_rules",
+    "UpgradeOpsetPass": "eyefold.passes.upgrade_opset",
+    "default_pipeline": "eyefold.passes.pipeline",
+    "pipeline_steps": "eyefold.passes.pipeline",
+    "report_of": "eyefold.passes.pipeline",
+}
 
 __all__ = [
     "ApplyEyeLikeRulesPass",
@@ -48,3 +78,5 @@ __all__ = [
     "pipeline_steps",
     "report_of",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

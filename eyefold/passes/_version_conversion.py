@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import types
 
 import onnx
 import onnx_ir as ir
-from onnxscript.version_converter import _version_converter
 
 from eyefold.core.domains import DEFAULT_DOMAINS, default_opset
 from eyefold.errors import UpgradeError
@@ -49,9 +49,18 @@ __all__ = [
     "iter_proto_graphs",
 ]
 
-# onnxscript's converter works natively from opset 18 up to its newest adapter table.
-_NATIVE_MIN_OPSET = _version_converter.SUPPORTED_MIN_ONNX_OPSET
-_NATIVE_MAX_OPSET = _version_converter.SUPPORTED_MAX_ONNX_OPSET
+# onnxscript's converter works natively from opset 18 (its SUPPORTED_MIN_ONNX_OPSET, which
+# a test compares) up to its newest adapter table; it is imported only for bodies at 18+.
+_NATIVE_MIN_OPSET = 18
+
+
+def _onnxscript_converter() -> types.ModuleType:
+    """The converter module of onnxscript (private), imported on first use."""
+    from onnxscript.version_converter import _version_converter
+
+    return _version_converter
+
+
 _HIDDEN_DOMAIN = "pkg.eyefold.hidden"
 
 # Tensors up to this size travel with the graph handed to the converter, so its shape
@@ -260,7 +269,7 @@ def _convert(before: onnx.ModelProto, source: int, target: int, where: str) -> o
     reached = default_opset({o.domain: o.version for o in before.opset_import}) or source
     proto = before
     if source >= _NATIVE_MIN_OPSET and _onnxscript_adapts(before.graph, source, target):
-        reached = min(target, _NATIVE_MAX_OPSET)
+        reached = min(target, _onnxscript_converter().SUPPORTED_MAX_ONNX_OPSET)
         proto = _convert_with_onnxscript(before, source, reached, where)
     if reached == target:
         return proto
@@ -283,8 +292,9 @@ def _onnxscript_adapts(graph: onnx.GraphProto, source: int, target: int) -> bool
         for node in subgraph.node
         if node.domain in DEFAULT_DOMAINS
     }
-    steps = range(source, min(target, _NATIVE_MAX_OPSET))
-    lookup = _version_converter.registry.lookup_adapters
+    converter = _onnxscript_converter()
+    steps = range(source, min(target, converter.SUPPORTED_MAX_ONNX_OPSET))
+    lookup = converter.registry.lookup_adapters
     return any(lookup("", op, step, True) is not None for op in ops for step in steps)
 
 
@@ -325,12 +335,13 @@ def _convert_with_onnxscript(
     for node in hidden:
         node.domain = _HIDDEN_DOMAIN
     collect = _Collect()
-    converter_logger = logging.getLogger(_version_converter.__name__)
+    converter = _onnxscript_converter()
+    converter_logger = logging.getLogger(converter.__name__)
     propagate = converter_logger.propagate
     converter_logger.addHandler(collect)
     converter_logger.propagate = False  # its warnings become our error, not stderr noise
     try:
-        _version_converter.convert_version(model, target_version=target)
+        converter.convert_version(model, target_version=target)
         failure = collect.messages[0] if collect.messages else None
     except Exception as error:  # VersionConverterError, or an adapter's own failure
         failure = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)

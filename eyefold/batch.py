@@ -1,0 +1,254 @@
+"""Many models in one run: ``eyefold.optimize_files`` and ``eyefold optimize --output-dir``.
+
+Each process pays its start-up and imports once (about 0.5 s), not once per model: the
+models run in this process (``jobs=1``) or in ``jobs`` worker processes, each importing
+eyefold once. Every model goes through :func:`eyefold.file_run.optimize_file`, the path of
+the single-model command, so it gets the same output bytes, the same atomic writes and,
+on failure, the same one-line error; one model's failure never stops the others.
+
+Workers are started with the ``spawn`` method (onnxruntime and BLAS threads make ``fork``
+unsafe), so a script that calls :func:`optimize_files` with ``jobs > 1`` needs the usual
+``if __name__ == "__main__":`` guard.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import logging
+import multiprocessing
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from eyefold.errors import ModelIOError
+from eyefold.file_run import error_line
+from eyefold.options import PipelineOptions
+
+if TYPE_CHECKING:
+    from eyefold.report import Report
+
+__all__ = ["FileResult", "PlannedFile", "optimize_files", "plan_files"]
+
+logger = logging.getLogger(__name__)
+
+Status = Literal["ok", "failed"]
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedFile:
+    """One model of a batch: where it is read and where its result goes.
+
+    Attributes:
+        input: the model file.
+        output: its result, at the same relative path under the output folder.
+        error: why it will not run (its output is another input's), else None.
+    """
+
+    input: str
+    output: str
+    error: str | None = None
+
+
+@dataclasses.dataclass
+class FileResult:
+    """What happened to one model of a batch.
+
+    Attributes:
+        input: the model file.
+        output: where its result was (or would have been) written.
+        status: "ok" or "failed".
+        error: the one-line error when it failed (what ``eyefold: error:`` would say).
+        report: the run's report (``eyefold.Report``) when it succeeded.
+        seconds: wall time spent on this model, load to save.
+    """
+
+    input: str
+    output: str
+    status: Status
+    error: str | None = None
+    report: Report | None = None
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The model's entry in the batch JSON: the report's keys plus path, status, error."""
+        entry: dict[str, Any] = {
+            "path": self.input,
+            "output": self.output,
+            "status": self.status,
+            "error": self.error,
+            "seconds": self.seconds,
+        }
+        if self.report is not None:
+            entry.update(self.report.to_dict())
+        return entry
+
+
+def _folder_models(folder: Path, skip: Path) -> list[Path]:
+    """``*.onnx`` files under ``folder``, sorted, outside the output folder ``skip``."""
+    return sorted(
+        path
+        for path in folder.rglob("*.onnx")
+        if path.is_file() and skip not in path.resolve().parents
+    )
+
+
+def plan_files(
+    inputs: Iterable[str | os.PathLike[str]], output_dir: str | os.PathLike[str]
+) -> list[PlannedFile]:
+    """The models of a batch, in argument order, each with its output path.
+
+    A folder contributes every ``*.onnx`` below it (recursively, sorted), written at the
+    same path relative to that folder; a file is written under its own name. A model
+    named twice is run once; a model whose output another input already claimed is
+    planned with an error rather than overwriting that output.
+    """
+    out_root = Path(output_dir).resolve()
+    planned: list[PlannedFile] = []
+    seen_inputs: set[Path] = set()
+    claimed: dict[Path, str] = {}
+    for argument in inputs:
+        root = Path(argument)
+        if root.is_dir():
+            pairs = [(p, p.relative_to(root)) for p in _folder_models(root, out_root)]
+        else:
+            pairs = [(root, Path(root.name))]
+        for path, relative in pairs:
+            resolved = path.resolve()
+            if resolved in seen_inputs:
+                continue
+            seen_inputs.add(resolved)
+            output = out_root / relative
+            owner = claimed.setdefault(output, str(path))
+            error = (
+                None
+                if owner == str(path)
+                else f"cannot write {output}: it is already the output of {owner}"
+            )
+            planned.append(PlannedFile(str(path), str(output), error))
+    return planned
+
+
+@dataclasses.dataclass(frozen=True)
+class _Task:
+    """What a worker needs for one model (picklable)."""
+
+    planned: PlannedFile
+    options: PipelineOptions
+    check: bool
+    external_data: bool
+    verbose: bool
+
+
+def _make_folder(output: str) -> None:
+    folder = os.path.dirname(output)
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as error:
+        raise ModelIOError(
+            f"cannot write {output}: cannot create folder {folder}: {error.strerror}"
+        ) from None
+
+
+def _run_task(task: _Task) -> FileResult:
+    """Optimizes one model; any failure becomes the result's one-line error."""
+    from eyefold.file_run import optimize_file
+    from eyefold.summary import Progress, RunLog
+
+    planned = task.planned
+    start = time.perf_counter()
+    if planned.error is not None:
+        return FileResult(planned.input, planned.output, "failed", planned.error)
+    try:
+        _make_folder(planned.output)
+        log = RunLog(progress=Progress(enabled=False))
+        report = optimize_file(
+            planned.input,
+            planned.output,
+            task.options,
+            log,
+            check=task.check,
+            external_data=task.external_data,
+        )
+    except Exception as error:  # one model's failure, reported; the batch goes on
+        if task.verbose:
+            logger.exception("%s failed", planned.input)
+        seconds = time.perf_counter() - start
+        return FileResult(
+            planned.input, planned.output, "failed", error_line(error), seconds=seconds
+        )
+    seconds = time.perf_counter() - start
+    return FileResult(planned.input, planned.output, "ok", report=report, seconds=seconds)
+
+
+def _init_worker(level: int) -> None:
+    logging.basicConfig(level=level)
+
+
+Callback = Callable[[FileResult, int, int], None]
+
+
+def _run_in_pool(
+    tasks: list[_Task], jobs: int, on_result: Callback | None
+) -> list[FileResult]:
+    """Runs the tasks in ``jobs`` spawned workers; results in task order."""
+    results: list[FileResult | None] = [None] * len(tasks)
+    context = multiprocessing.get_context("spawn")
+    level = logging.getLogger().getEffectiveLevel()
+    with concurrent.futures.ProcessPoolExecutor(
+        jobs, mp_context=context, initializer=_init_worker, initargs=(level,)
+    ) as pool:
+        futures = {pool.submit(_run_task, task): index for index, task in enumerate(tasks)}
+        try:
+            for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
+                result = future.result()
+                results[futures[future]] = result
+                if on_result is not None:
+                    on_result(result, done, len(tasks))
+        except BaseException:
+            pool.shutdown(cancel_futures=True)
+            raise
+    return [r for r in results if r is not None]
+
+
+def optimize_files(
+    inputs: Sequence[str | os.PathLike[str]],
+    output_dir: str | os.PathLike[str],
+    *,
+    options: PipelineOptions | None = None,
+    jobs: int = 1,
+    check: bool = False,
+    external_data: bool = False,
+    on_result: Callback | None = None,
+    verbose: bool = False,
+) -> list[FileResult]:
+    """Optimizes many model files into ``output_dir``, ``jobs`` at a time.
+
+    Args:
+        inputs: model files and folders (searched recursively for ``*.onnx``).
+        output_dir: where the results go, each at its path relative to the folder given
+            (or under its own name for a file); folders are created as needed.
+        options: what the pipeline does to every model (default ``PipelineOptions()``).
+        jobs: worker processes; 1 runs every model in this process.
+        check: run each original and result on random inputs (``--check``).
+        external_data: write large tensors to ``<output>.data`` files.
+        on_result: called as ``on_result(result, done, total)`` when a model finishes.
+        verbose: log each failure's traceback.
+
+    Returns:
+        One result per model, in input order; a failed model has ``status == "failed"``
+        and its one-line ``error``, and its output is not created or left untouched.
+    """
+    options = options or PipelineOptions()
+    planned = plan_files(inputs, output_dir)
+    tasks = [_Task(p, options, check, external_data, verbose) for p in planned]
+    if jobs > 1 and len(tasks) > 1:
+        return _run_in_pool(tasks, min(jobs, len(tasks)), on_result)
+    results = []
+    for done, task in enumerate(tasks, 1):
+        results.append(_run_task(task))
+        if on_result is not None:
+            on_result(results[-1], done, len(tasks))
+    return results

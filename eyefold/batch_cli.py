@@ -1,0 +1,58 @@
+"""``eyefold optimize IN... --output-dir DIR [-j N]``: the command line of a batch run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from eyefold.batch import optimize_files
+from eyefold.batch_summary import BatchProgress, batch_report, render_batch
+from eyefold.file_run import error_line
+from eyefold.model_files import check_output_path, write_text
+from eyefold.options import PipelineOptions
+
+__all__ = ["run_batch"]
+
+
+def run_batch(args: argparse.Namespace, options: PipelineOptions) -> int:
+    """Optimizes every input into ``args.output_dir``; 1 if any model failed, else 0.
+
+    Failures are reported per model (one ``eyefold: error:`` line each, on stderr, as
+    they happen) and never stop the other models. A report path or output folder that
+    cannot be written, or no model at all, stops the run before any work.
+    """
+    start = time.perf_counter()
+    try:
+        if args.report:
+            check_output_path(args.report)
+        progress = BatchProgress(sys.stderr)
+        try:
+            results = optimize_files(
+                args.inputs,
+                args.output_dir,
+                options=options,
+                jobs=args.jobs,
+                check=args.check,
+                external_data=args.external_data,
+                on_result=progress,
+                verbose=args.verbose,
+            )
+        finally:
+            progress.done()
+        if not results:
+            print(
+                f"eyefold: error: no *.onnx model in {' '.join(args.inputs)}", file=sys.stderr
+            )
+            return 1
+        seconds = time.perf_counter() - start
+        if args.report:
+            document = batch_report(results, seconds, args.jobs)
+            write_text(args.report, json.dumps(document, indent=2) + "\n")
+    except Exception as error:  # the report path, or a bug: one line, as everywhere
+        print(f"eyefold: error: {error_line(error)}", file=sys.stderr)
+        return 1
+    if not args.quiet:
+        print(render_batch(results, seconds, args.jobs))
+    return 1 if any(result.status == "failed" for result in results) else 0

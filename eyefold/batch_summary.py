@@ -1,0 +1,109 @@
+"""What a batch run shows a person: a progress bar, one row per model, a total line.
+
+The table goes to stdout (one row per model: status, EyeLike folded/inferred/kept, opset
+before and after, seconds), each failure's one-line error to stderr as it happens, and the
+progress bar to stderr only when it is a terminal. :func:`batch_report` is the
+``--report`` JSON: each model's report in the single-model schema, plus its path, status
+and error.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from eyefold.batch import FileResult
+from eyefold.summary import Progress, table
+
+__all__ = ["BatchProgress", "batch_report", "batch_totals", "render_batch"]
+
+_BAR_WIDTH = 24
+_COUNTED = ("total", "folded", "inferred", "kept")
+
+
+class BatchProgress:
+    """A progress bar on stderr (terminal only) and each failure's error line."""
+
+    def __init__(self, stream: TextIO, *, enabled: bool | None = None) -> None:
+        self.stream = stream
+        self.bar = Progress(stream, enabled=enabled)
+
+    def __call__(self, result: FileResult, done: int, total: int) -> None:
+        """Called as each model finishes (``optimize_files(on_result=...)``)."""
+        if result.status == "failed":
+            self.bar.clear()
+            print(f"eyefold: error: {result.input}: {result.error}", file=self.stream)
+        filled = _BAR_WIDTH * done // max(total, 1)
+        bar = "#" * filled + "-" * (_BAR_WIDTH - filled)
+        self.bar(f"[{bar}] {done}/{total} {os.path.basename(result.input)}")
+
+    def done(self) -> None:
+        """Erases the bar once the batch is over."""
+        self.bar.clear()
+
+
+def _counts(result: FileResult) -> dict[str, int] | None:
+    return result.report.counts() if result.report is not None else None
+
+
+def batch_totals(results: Sequence[FileResult], seconds: float) -> dict[str, Any]:
+    """Models ok and failed, EyeLike counts summed over the models that ran, wall time."""
+    eyelike = dict.fromkeys(_COUNTED, 0)
+    for result in results:
+        for key, value in (_counts(result) or {}).items():
+            if key in eyelike:
+                eyelike[key] += value
+    failed = sum(r.status == "failed" for r in results)
+    return {
+        "models": len(results),
+        "ok": len(results) - failed,
+        "failed": failed,
+        "eyelike": eyelike,
+        "seconds": seconds,
+    }
+
+
+def batch_report(results: Sequence[FileResult], seconds: float, jobs: int) -> dict[str, Any]:
+    """The ``--report`` JSON of a batch."""
+    return {
+        "models": [result.to_dict() for result in results],
+        "total": batch_totals(results, seconds),
+        "jobs": jobs,
+    }
+
+
+def _row(result: FileResult) -> list[str]:
+    counts = _counts(result)
+    report = result.report
+    if counts is None or report is None:
+        return [result.input, "FAILED", "-", "-", "-", "-", f"{result.seconds:.2f}"]
+    opset = f"{report.opset_before}" + (
+        f"->{report.opset_after}" if report.opset_after != report.opset_before else ""
+    )
+    return [
+        result.input,
+        "ok",
+        str(counts["folded"]),
+        str(counts["inferred"]),
+        str(counts["kept"]),
+        opset,
+        f"{result.seconds:.2f}",
+    ]
+
+
+def render_batch(results: Sequence[FileResult], seconds: float, jobs: int) -> str:
+    """One row per model and a total line."""
+    header = ["MODEL", "STATUS", "FOLDED", "INFERRED", "KEPT", "OPSET", "SECONDS"]
+    rows = [header, *(_row(result) for result in results)]
+    lines = table(rows, [False, False, True, True, True, True, True])
+    totals = batch_totals(results, seconds)
+    eyelike = totals["eyelike"]
+    status = "PASSED" if not totals["failed"] else "FAILED"
+    lines.append(
+        f"{status} | {totals['models']} models: {totals['ok']} ok, {totals['failed']} failed"
+        f" | EyeLike: {eyelike['total']} found, {eyelike['folded']} folded,"
+        f" {eyelike['inferred']} inferred, {eyelike['kept']} kept"
+        f" | Runtime: {seconds:.2f}s with {jobs} process{'es' if jobs > 1 else ''}"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,95 @@
+"""Start-up: what each command imports (nothing heavy for --version and --help)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import eyefold.rules
+from eyefold.rule_registry import rule_names
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_models"
+HEAVY = ("onnx", "onnx_ir", "numpy", "onnxscript", "onnxruntime", "sympy", "ml_dtypes")
+
+# Runs the command line in a fresh interpreter, then prints the heavy modules it imported.
+_PROBE = """
+import json, sys
+from eyefold.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+heavy = {heavy!r}
+print(json.dumps(sorted(m for m in heavy if m in sys.modules)), file=sys.stderr)
+"""
+
+
+def imported_by(*args: str) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE.format(heavy=HEAVY), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return json.loads(done.stderr.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("args", [["--version"], ["--help"], ["optimize", "--help"]])
+def test_version_and_help_import_nothing_heavy(args: list[str]) -> None:
+    assert imported_by(*args) == []
+
+
+def test_optimize_imports_no_runtime_unless_asked(tmp_path: Path) -> None:
+    # Without --check or a target runtime, onnxruntime's table is read from the cache or
+    # the built-in fallback: its version comes from package metadata, not an import.
+    output = tmp_path / "o.onnx"
+    imported = imported_by("optimize", str(SAMPLES / "torch_eye_chain.onnx"), str(output))
+    assert output.exists()
+    assert "onnxruntime" not in imported
+    assert {"onnx", "onnx_ir"} <= set(imported)
+
+
+def test_import_eyefold_cli_loads_no_public_api_until_used() -> None:
+    code = (
+        "import sys, eyefold.cli;"
+        " print('eyefold.passes' in sys.modules, 'onnx' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.split() == ["False", "False"]
+
+
+def test_lazy_public_api_resolves_every_name() -> None:
+    for name in eyefold.__all__:
+        assert getattr(eyefold, name) is not None, name
+    assert eyefold.passes.default_pipeline is not None
+    with pytest.raises(AttributeError):
+        _ = eyefold.no_such_name
+
+
+def test_registry_order_and_modules_are_the_same() -> None:
+    assert [module.spec.name for module in eyefold.rules.RULE_MODULES] == list(rule_names())
+    assert [spec.name for spec in eyefold.rules.ALL_RULES] == list(rule_names())
+
+
+def test_onnxscript_converter_floor_is_the_one_assumed() -> None:
+    from onnxscript.version_converter import _version_converter
+
+    from eyefold.passes import _version_conversion
+
+    assert _version_conversion._NATIVE_MIN_OPSET == _version_converter.SUPPORTED_MIN_ONNX_OPSET
+
+
+def test_runtime_version_comes_from_metadata_without_importing_it() -> None:
+    code = (
+        "import sys; from eyefold.runtime_support import get_support;"
+        " s = get_support(probe=False); print(s.version, 'onnxruntime' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    import onnxruntime
+
+    assert done.stdout.split() == [onnxruntime.__version__, "False"]
