@@ -7,17 +7,18 @@ Both the fold pass and ``eyefold inspect`` classify nodes here, so the reason a 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from typing import Literal
 
 import onnx_ir as ir
 
 from eyefold import kernel
 from eyefold.core.declarations import check_output_declaration
-from eyefold.core.scopes import Scope
+from eyefold.core.scopes import Scope, is_eyelike, iter_scopes
 from eyefold.errors import InvalidModelError, UnsupportedDtypeError
 from eyefold.eyelike_types import EYELIKE_MIN_OPSET, check_eyelike_type
 
-__all__ = ["Action", "EyeLikeFacts", "analyze_eyelike", "dim_to_json"]
+__all__ = ["Action", "EyeLikeFacts", "analyze_all", "analyze_eyelike", "dim_to_json"]
 
 Action = Literal["folded", "inferred", "kept"]
 
@@ -176,3 +177,15 @@ def _decide(facts: EyeLikeFacts, *, size_limit_bytes: int, fold: bool) -> tuple[
     if not fold:
         return "inferred", "folding disabled"
     return "folded", f"static {facts.shape[0]}x{facts.shape[1]} input"
+
+
+def analyze_all(
+    model: ir.Model, *, size_limit_bytes: int, fold: bool = True
+) -> Iterator[EyeLikeFacts]:
+    """Validates and classifies every EyeLike of every scope, in scope order."""
+    for scope in iter_scopes(model):
+        for node in scope.graph:
+            if is_eyelike(node):
+                yield analyze_eyelike(
+                    node, scope, size_limit_bytes=size_limit_bytes, fold=fold
+                )

@@ -7,8 +7,7 @@ import logging
 
 import onnx_ir as ir
 
-from eyefold.core.analysis import EyeLikeFacts, analyze_eyelike
-from eyefold.core.scopes import is_eyelike, iter_scopes
+from eyefold.core.analysis import EyeLikeFacts, analyze_all
 from eyefold.core.shapes import merge_shapes
 from eyefold.options import DEFAULT_SIZE_LIMIT_BYTES
 
@@ -70,17 +69,12 @@ class InferEyeLikeOutputsPass(ir.passes.InPlacePass):
         """Infers the outputs of the EyeLike nodes in every scope."""
         seen: list[EyeLikeFacts] = []
         changed = 0
-        for scope in iter_scopes(model):
-            for node in scope.graph:
-                if not is_eyelike(node):
-                    continue
-                facts = analyze_eyelike(
-                    node, scope, size_limit_bytes=self.size_limit_bytes, fold=self.fold_enabled
-                )
-                if facts.action == "folded":
-                    # Only reached when this pass runs without the fold pass before it.
-                    facts.action, facts.reason = "inferred", "not folded (fold pass not run)"
-                changed += _infer(facts)
-                seen.append(facts)
+        limit, fold = self.size_limit_bytes, self.fold_enabled
+        for facts in analyze_all(model, size_limit_bytes=limit, fold=fold):
+            if facts.action == "folded":
+                # Only reached when this pass runs without the fold pass before it.
+                facts.action, facts.reason = "inferred", "not folded (fold pass not run)"
+            changed += _infer(facts)
+            seen.append(facts)
         logger.info("EyeLike outputs inferred: %d", changed)
         return InferOutputsResult(model, modified=bool(changed), facts=seen)

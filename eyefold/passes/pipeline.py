@@ -73,15 +73,14 @@ def pipeline_steps(options: PipelineOptions | None = None) -> list[Step]:
         # Squeeze, Slice and Cast only from opset 13.
         steps.append(Step("upgrade", UpgradeOpsetPass(options.target_opset)))
     steps.append(Step("infer-input-shapes", InferEyeLikeInputShapesPass()))
-    limit, fold = options.size_limit, options.fold
-    steps.append(Step("census", CountEyeLikePass(size_limit_bytes=limit, fold_enabled=fold)))
+    steps.append(Step("census", CountEyeLikePass()))
     rules = {
         phase: ApplyEyeLikeRulesPass(
             rules=options.rules,
             relaxed=options.relaxed,
             phase=phase,
-            size_limit_bytes=limit,
-            fold=fold,
+            size_limit_bytes=options.size_limit,
+            fold=options.fold,
             target_runtime=options.target_runtime,
         )
         for phase in PHASES
