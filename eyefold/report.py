@@ -18,6 +18,7 @@ from eyefold.passes.fold_eye_like import FoldResult
 from eyefold.passes.infer_eye_like import InferOutputsResult
 from eyefold.passes.infer_input_shapes import InferInputShapesResult
 from eyefold.passes.legalize_eye_like import LegalizeResult
+from eyefold.passes.lower_eye_like import LowerResult
 
 __all__ = ["NodeOutcome", "Report", "StepRecord", "StepTiming", "build_report"]
 
@@ -42,6 +43,8 @@ class NodeOutcome:
         runtime_supported: whether the target runtime runs the node as it was (None: not
             checked, folded away, or not decidable).
         legalized: whether the node was rewritten into a form the target runtime runs.
+        lowered: whether the node was replaced by primitive ops (``--lower-eyelike``,
+            ``--target-runtime tensorrt``); ``runtime_note`` then says into what.
         runtime_note: the runtime check and its outcome in words, None when not checked.
     """
 
@@ -58,6 +61,7 @@ class NodeOutcome:
     opset: int | None = None
     runtime_supported: bool | None = None
     legalized: bool = False
+    lowered: bool = False
     runtime_note: str | None = None
 
     @classmethod
@@ -160,6 +164,7 @@ def build_report(
     folded: list[EyeLikeFacts] = []
     left: list[EyeLikeFacts] = []
     runtime: LegalizeResult | None = None
+    lowering: LowerResult | None = None
     for record in records:
         result = record.result
         if isinstance(result, InferInputShapesResult) and result.failure:
@@ -177,12 +182,16 @@ def build_report(
             left = result.facts
         elif isinstance(result, LegalizeResult):
             runtime = result
+        elif isinstance(result, LowerResult):
+            lowering = result
     left_outcomes = [NodeOutcome.from_facts(f) for f in left]
     report.nodes = [NodeOutcome.from_facts(f) for f in folded] + left_outcomes
     report.nodes.extend(_removed(found, [*folded, *left], removed_by))
     report.extra["rules"] = hits
     if declined:
         report.extra["rules_declined"] = declined
+    if lowering is not None:
+        _add_lowering(left_outcomes, left, lowering)
     if runtime is not None:
         _add_runtime(report, left_outcomes, left, runtime)
     return report
@@ -206,6 +215,18 @@ def _removed(
         outcome.reason = removed_by.get(number, _FED_A_FOLD)
         outcomes.append(outcome)
     return outcomes
+
+
+def _add_lowering(
+    outcomes: list[NodeOutcome], left: list[EyeLikeFacts], lowering: LowerResult
+) -> None:
+    """Marks the nodes the lowering replaced (matched by node identity)."""
+    by_node = {id(outcome.node): outcome for outcome in lowering.outcomes}
+    for node_outcome, facts in zip(outcomes, left, strict=True):
+        lowered = by_node.get(id(facts.node))
+        if lowered is not None and lowered.lowered:
+            node_outcome.lowered = True
+            node_outcome.runtime_note = lowered.note
 
 
 def _add_runtime(

@@ -47,12 +47,14 @@ class LowerOutcome:
     """What the pass did with one EyeLike node.
 
     Attributes:
+        node: the EyeLike node (removed from its graph when lowered).
         name: the node's name (or its output's, when unnamed).
         scope: where it sat, e.g. ``main`` or ``function pkg::F``.
         lowered: whether it was replaced.
         note: why not, or what it became.
     """
 
+    node: ir.Node
     name: str
     scope: str
     lowered: bool
@@ -172,14 +174,14 @@ def _visit(scope: Scope, node: ir.Node, names: ModelNames) -> LowerOutcome:
     label = node.name or node.outputs[0].name or "EyeLike"
     if scope.opset is None or scope.opset < MIN_LOWERING_OPSET:
         note = f"opset {scope.opset} has no Range (opset {MIN_LOWERING_OPSET}+); kept"
-        return LowerOutcome(label, scope.path, False, note)
+        return LowerOutcome(node, label, scope.path, False, note)
     k_attribute = node.attributes.get("k")
     if k_attribute is not None and k_attribute.type != ir.AttributeType.INT:
-        return LowerOutcome(label, scope.path, False, "k is not an int; kept")
+        return LowerOutcome(node, label, scope.path, False, "k is not an int; kept")
     dtype = _output_type(node)
     if dtype is None or not node.inputs or node.inputs[0] is None:
-        return LowerOutcome(label, scope.path, False, "output type unknown; kept")
+        return LowerOutcome(node, label, scope.path, False, "output type unknown; kept")
     k = k_attribute.as_int() if k_attribute is not None else 0
     _replace(scope, node, _lower(_Emitter(scope, node, names), k, dtype), dtype)
     note = f"lowered to Range/Equal/Cast(to={dtype.name}) with k={k}"
-    return LowerOutcome(label, scope.path, True, note)
+    return LowerOutcome(node, label, scope.path, True, note)
