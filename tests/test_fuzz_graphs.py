@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from onnx import helper
 
 import eyefold
-from eyefold.passes.fold_eye_like import DEFAULT_SIZE_LIMIT_BYTES
+from eyefold.options import DEFAULT_SIZE_LIMIT_BYTES
 from eyefold.testing import (
     assert_same_outputs,
     check_model_safely,
@@ -545,6 +545,48 @@ OPTIONS = st.fixed_dictionaries(
 @given(models(), OPTIONS)
 def test_fuzz_optimize_with_options_keeps_meaning(model: onnx.ModelProto, options: dict):
     _check_invariants(model, upgrade=False, **options)
+
+
+def _onnxruntime_loads(model: onnx.ModelProto) -> bool:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3  # its constant-folding warnings are not failures
+    try:
+        ort.InferenceSession(
+            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+    except Exception:  # onnxruntime raises several types for a model it cannot load
+        return False
+    return True
+
+
+def _eyelike_count(model: onnx.ModelProto) -> int:
+    graphs = [model.graph, *(f for f in model.functions)]
+    count = 0
+    while graphs:
+        graph = graphs.pop()
+        for node in graph.node:
+            count += node.op_type == "EyeLike" and node.domain in ("", "ai.onnx")
+            for attribute in node.attribute:
+                graphs.extend([attribute.g] if attribute.HasField("g") else attribute.graphs)
+    return count
+
+
+@settings(FUZZ_SETTINGS, max_examples=max(1, FUZZ_EXAMPLES // 3))
+@given(models())
+def test_fuzz_never_worse(model: onnx.ModelProto):
+    """Runnable stays runnable, rules never fold less, every input EyeLike is reported."""
+    with_rules = eyefold.optimize_with_report(model)
+    without_rules = eyefold.optimize_with_report(model, rules=[])
+    if _onnxruntime_loads(model):
+        assert _onnxruntime_loads(with_rules.model), "onnxruntime ran the input only"
+    counts = with_rules.report.counts()
+    # A node a rule merged into another (EyeLike(EyeLike(x)) -> EyeLike(x)) is removed,
+    # not folded: what folded without rules is folded or gone with them, never left.
+    assert counts["folded"] + counts["removed"] >= without_rules.report.counts()["folded"]
+    actions = ("folded", "inferred", "kept", "removed")
+    assert counts["total"] == sum(counts[a] for a in actions) == _eyelike_count(model)
 
 
 def test_generator_covers_every_placement_and_source():
