@@ -1,0 +1,172 @@
+"""The neighbourhood path gives the whole-model path's model, report and outputs.
+
+Each model goes through eyefold's two ways of running the same steps: deserialize it
+whole into onnx_ir (what an ``onnx_ir.Model`` argument gets), and
+``eyefold.proto_path.optimize_proto`` (what a ModelProto and a file get). The results are
+compared canonically (nodes, initializer values, value_info, graph I/O, opsets), the
+per-node reports field by field, and both run on the same random inputs bit for bit.
+Models: every sample model, the fuzzer's generator, and onnx's backend test corpus.
+"""
+
+from __future__ import annotations
+
+import copy
+import glob
+import os
+import sys
+from pathlib import Path
+
+import onnx
+import onnx_ir as ir
+import pytest
+from hypothesis import HealthCheck, given, settings
+from onnx import numpy_helper
+
+from eyefold.errors import EyefoldError
+from eyefold.options import PipelineOptions
+from eyefold.passes.pipeline import pipeline_steps, run_steps
+from eyefold.proto_path import NEIGHBOURHOOD_STEP, optimize_proto
+from eyefold.testing import assert_same_outputs, random_inputs
+
+sys.path.insert(0, os.path.dirname(__file__))
+from test_fuzz_graphs import models  # noqa: E402 - the fuzzer's generator, reused
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = sorted((ROOT / "sample_models").glob("*.onnx"))
+BACKEND = sorted(
+    glob.glob(os.path.join(os.path.dirname(onnx.__file__), "backend/test/data/*/*/model.onnx"))
+)
+OPTIONS = {
+    "default": PipelineOptions(),
+    "no-upgrade": PipelineOptions(upgrade=False),
+    "relaxed-legalized": PipelineOptions(
+        upgrade=False, relaxed=True, target_runtime="onnxruntime"
+    ),
+}
+
+
+def _attribute(attr: onnx.AttributeProto) -> object:
+    if attr.type == onnx.AttributeProto.TENSOR:
+        return _tensor(attr.t)
+    if attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+        graphs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs
+        return [_graph(g) for g in graphs]
+    return onnx.helper.get_attribute_value(attr)
+
+
+def _tensor(tensor: onnx.TensorProto) -> tuple:
+    array = numpy_helper.to_array(tensor)
+    return (tensor.data_type, tuple(tensor.dims), array.tobytes())
+
+
+def _graph(graph: onnx.GraphProto) -> dict:
+    """A graph as plain data, independent of how protobuf or onnx-ir laid it out."""
+    initializers = {t.name: _tensor(t) for t in graph.initializer}
+    nodes = sorted(
+        (
+            node.op_type,
+            node.domain,
+            node.name,
+            tuple(node.input),
+            tuple(node.output),
+            tuple(sorted((a.name, repr(_attribute(a))) for a in node.attribute)),
+        )
+        for node in graph.node
+    )
+    # onnx-ir writes a value_info entry for every initializer too: the tensor says it all.
+    infos = {
+        v.name: v.type.SerializeToString(deterministic=True)
+        for v in graph.value_info
+        if v.name not in initializers
+    }
+    return {
+        "nodes": nodes,
+        "initializers": initializers,
+        "value_info": infos,
+        "inputs": [(v.name, v.type.SerializeToString(deterministic=True)) for v in graph.input],
+        "outputs": [
+            (v.name, v.type.SerializeToString(deterministic=True)) for v in graph.output
+        ],
+    }
+
+
+def canonical(model: onnx.ModelProto) -> dict:
+    """What the comparison looks at: the graph, the opsets, the IR version."""
+    return {
+        "graph": _graph(model.graph),
+        "opsets": sorted((o.domain, o.version) for o in model.opset_import),
+        "ir_version": model.ir_version,
+        "functions": [f.SerializeToString(deterministic=True) for f in model.functions],
+    }
+
+
+def _whole_model(model: onnx.ModelProto, options: PipelineOptions):
+    working = ir.serde.deserialize_model(model)
+    report = run_steps(working, pipeline_steps(options)).report
+    return ir.serde.serialize_model(working), report
+
+
+def _outcome(run, model: onnx.ModelProto, options: PipelineOptions):
+    """(model, report) or the error's type and message."""
+    try:
+        return run(copy.deepcopy(model), options)
+    except (EyefoldError, ValueError, RuntimeError) as error:
+        return type(error).__name__, str(error)
+
+
+def compare_paths(model: onnx.ModelProto, options: PipelineOptions, *, run: bool) -> str:
+    """Asserts both paths agree on ``model``; returns the step the proto path took."""
+    whole = _outcome(_whole_model, model, options)
+    proto = _outcome(optimize_proto, model, options)
+    if isinstance(whole[0], str) or isinstance(proto[0], str):
+        assert proto == whole
+        return "error"
+    assert canonical(proto[0]) == canonical(whole[0])
+    assert proto[1].nodes == whole[1].nodes
+    assert proto[1].counts() == whole[1].counts()
+    assert proto[1].warnings == whole[1].warnings
+    assert (proto[1].opset_before, proto[1].opset_after) == (
+        whole[1].opset_before,
+        whole[1].opset_after,
+    )
+    if run:
+        assert_same_outputs(whole[0], proto[0], random_inputs(model, seed=3))
+    return proto[1].steps[0].name
+
+
+@pytest.mark.parametrize("option_name", sorted(OPTIONS))
+@pytest.mark.parametrize("path", SAMPLES, ids=[p.stem for p in SAMPLES])
+def test_sample_models(path: Path, option_name: str) -> None:
+    compare_paths(onnx.load(str(path)), OPTIONS[option_name], run=True)
+
+
+def test_big_model_takes_the_neighbourhood_path() -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import generate
+
+    model = generate.big(500)
+    assert compare_paths(model, OPTIONS["default"], run=True) == NEIGHBOURHOOD_STEP
+
+
+@pytest.mark.parametrize("option_name", ["default", "no-upgrade"])
+def test_backend_corpus(option_name: str) -> None:
+    taken: dict[str, int] = {}
+    for path in BACKEND:
+        model = onnx.load(path)
+        has_eyelike = any(n.op_type == "EyeLike" for n in model.graph.node)
+        step = compare_paths(model, OPTIONS[option_name], run=has_eyelike)
+        taken[step.partition(":")[0]] = taken.get(step.partition(":")[0], 0) + 1
+    if not OPTIONS[option_name].upgrade:  # with the upgrade, these opset < 22 models
+        assert taken.get(NEIGHBOURHOOD_STEP, 0) > len(BACKEND) // 2, taken
+
+
+@settings(
+    max_examples=int(os.environ.get("EYEFOLD_PROTO_PATH_EXAMPLES", "60")),
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(model=models())
+def test_fuzzed_models(model: onnx.ModelProto) -> None:
+    compare_paths(model, OPTIONS["no-upgrade"], run=True)
+    compare_paths(model, OPTIONS["relaxed-legalized"], run=False)
