@@ -29,7 +29,7 @@ from eyefold.proto_path import NEIGHBOURHOOD_STEP, optimize_proto
 from eyefold.testing import assert_same_outputs, random_inputs
 
 sys.path.insert(0, os.path.dirname(__file__))
-from test_fuzz_graphs import models  # noqa: E402 - the fuzzer's generator, reused
+from test_fuzz_graphs import models
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = sorted((ROOT / "sample_models").glob("*.onnx"))
@@ -83,7 +83,9 @@ def _graph(graph: onnx.GraphProto) -> dict:
         "nodes": nodes,
         "initializers": initializers,
         "value_info": infos,
-        "inputs": [(v.name, v.type.SerializeToString(deterministic=True)) for v in graph.input],
+        "inputs": [
+            (v.name, v.type.SerializeToString(deterministic=True)) for v in graph.input
+        ],
         "outputs": [
             (v.name, v.type.SerializeToString(deterministic=True)) for v in graph.output
         ],
@@ -170,3 +172,43 @@ def test_backend_corpus(option_name: str) -> None:
 def test_fuzzed_models(model: onnx.ModelProto) -> None:
     compare_paths(model, OPTIONS["no-upgrade"], run=True)
     compare_paths(model, OPTIONS["relaxed-legalized"], run=False)
+
+
+_RENAMED_OPERAND = """<ir_version: 10, opset_import: ["" : 22]>
+g (int64[4, 4] x) => (int64[4, 4] y, int64[4, 4] z) <int64[4, 4] a, int64[4, 4] c> {
+    a = Neg(x)
+    b = Abs(x)
+    c = Add(a, b)
+    e = EyeLike(c)
+    p = MatMul(a, e)
+    y = Add(p, b)
+    z = Mul(a, b)
+}"""
+
+_EYELIKE_IN_BRANCH = """<ir_version: 10, opset_import: ["" : 22]>
+g (float[2, 2] x, bool c) => (float[2, 2] y) {
+    y = If(c) <then_branch = t () => (float[2, 2] o) { o = EyeLike(x) },
+               else_branch = f () => (float[2, 2] o) { o = Identity(x) }>
+}"""
+
+
+def test_rule_renaming_a_value_read_outside_the_neighbourhood() -> None:
+    # The folded identity turns MatMul(a, I) into a, renamed p: Mul and Add read it too.
+    model = onnx.parser.parse_model(_RENAMED_OPERAND)
+    step = compare_paths(model, OPTIONS["default"], run=True)
+    assert step == NEIGHBOURHOOD_STEP
+
+
+def test_eyelike_in_a_subgraph_takes_the_whole_model_path() -> None:
+    model = onnx.parser.parse_model(_EYELIKE_IN_BRANCH)
+    step = compare_paths(model, OPTIONS["default"], run=False)
+    assert step == "whole-model: an EyeLike sits in a subgraph"
+
+
+def test_proto_argument_is_not_changed() -> None:
+    import eyefold
+
+    model = onnx.parser.parse_model(_RENAMED_OPERAND)
+    before = model.SerializeToString(deterministic=True)
+    eyefold.optimize(model)
+    assert model.SerializeToString(deterministic=True) == before

@@ -53,6 +53,7 @@ class Neighbourhood:
         initializers: names of the initializers the small model holds.
         output_positions: position in the main graph's outputs of each output.
         values: every value of the small model before the passes (kept alive for ids).
+        names: the names of those values before the passes.
     """
 
     model: ir.Model
@@ -64,6 +65,7 @@ class Neighbourhood:
     initializers: set[str]
     output_positions: list[int]
     values: list[ir.Value]
+    names: set[str]
 
 
 def _declared_static(index: GraphIndex, name: str) -> bool:
@@ -100,7 +102,9 @@ def _backward(index: GraphIndex, chosen: set[int], start: int, levels: int | Non
                 work.append((producer, depth + 1))
 
 
-def _forward(index: GraphIndex, chosen: set[int], removable: set[int], names: list[str]) -> None:
+def _forward(
+    index: GraphIndex, chosen: set[int], removable: set[int], names: list[str]
+) -> None:
     """Adds the consumers of ``names``, and further through ops a rule may rewrite."""
     nodes = index.graph.node
     work = list(names)
@@ -190,11 +194,12 @@ def _small_graph(
             stand_ins.append(_stand_in(name, feeding))
         else:
             inputs[name] = None
-        if name in index.producer or name in index.initializers:
-            if any(c not in inside for c in index.consumers.get(name, ())):
-                sink.append(name)
+        outside = any(c not in inside for c in index.consumers.get(name, ()))
+        if outside and (name in index.producer or name in index.initializers):
+            sink.append(name)
     sink.extend(
-        o for o in sorted(produced, key=index.producer.__getitem__)
+        o
+        for o in sorted(produced, key=index.producer.__getitem__)
         if any(c not in inside for c in index.consumers.get(o, ()))
     )
     graph.input.extend(source.input[index.inputs.index(n)] for n in inputs)
@@ -250,4 +255,5 @@ def build_neighbourhood(
         initializers=set(result.graph.initializers),
         output_positions=output_positions,
         values=values,
+        names={v.name for v in values if v.name},
     )

@@ -194,14 +194,18 @@ def _index_nodes(index: GraphIndex, dtypes: frozenset[int]) -> None:
             else:
                 found.append(position)
             at = get(name)
-            if (at is None and name not in known and name) or (at is not None and at >= position):
+            if (at is None and name not in known and name) or (
+                at is not None and at >= position
+            ):
                 unsorted = name
     if unsorted is not None:
         index.obstacle = index.obstacle or f"{unsorted!r} is read before it is defined"
     for position, (op_type, domain) in enumerate((n.op_type, n.domain) for n in nodes):
         if op_type == "EyeLike" and domain in _DEFAULT_DOMAINS:
             index.eyelike.append(position)
-        elif op_type in _SUBGRAPH_OPS or domain not in _DEFAULT_DOMAINS or op_type == "Constant":
+        elif (
+            op_type in _SUBGRAPH_OPS or domain not in _DEFAULT_DOMAINS or op_type == "Constant"
+        ):
             _index_node(index, position, nodes[position], dtypes)
 
 

@@ -172,7 +172,7 @@ def _rewrite_tables(graph: onnx.GraphProto, index: GraphIndex, hood: Neighbourho
     for position in reversed(dropped):
         del graph.initializer[position]
     graph.initializer.extend(tables.new_initializers)
-    touched = {v.name for v in hood.values if v.name}
+    touched = hood.names | {v.name for v in hood.values if v.name}
     touched |= {v.name or "" for n in hood.model.graph for v in n.outputs}
     stale = [i for i, info in enumerate(graph.value_info) if info.name in touched]
     for position in reversed(stale):
@@ -198,7 +198,5 @@ def splice(model: onnx.ModelProto, index: GraphIndex, hood: Neighbourhood) -> No
     opsets = {d: v for d, v in hood.model.opset_imports.items() if d != STAND_IN_DOMAIN}
     if opsets != {o.domain: o.version for o in model.opset_import}:
         del model.opset_import[:]
-        model.opset_import.extend(
-            onnx.helper.make_opsetid(d, v) for d, v in opsets.items()
-        )
+        model.opset_import.extend(onnx.helper.make_opsetid(d, v) for d, v in opsets.items())
     model.ir_version = hood.model.ir_version
