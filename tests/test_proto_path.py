@@ -20,13 +20,12 @@ import onnx
 import onnx_ir as ir
 import pytest
 from hypothesis import HealthCheck, given, settings
-from onnx import numpy_helper
 
 from eyefold.errors import EyefoldError
 from eyefold.options import PipelineOptions
 from eyefold.passes.pipeline import pipeline_steps, run_steps
 from eyefold.proto_path import NEIGHBOURHOOD_STEP, optimize_proto
-from eyefold.testing import assert_same_outputs, random_inputs
+from eyefold.testing import assert_same_outputs, canonical, random_inputs
 
 sys.path.insert(0, os.path.dirname(__file__))
 from test_fuzz_graphs import models
@@ -43,63 +42,6 @@ OPTIONS = {
         upgrade=False, relaxed=True, target_runtime="onnxruntime"
     ),
 }
-
-
-def _attribute(attr: onnx.AttributeProto) -> object:
-    if attr.type == onnx.AttributeProto.TENSOR:
-        return _tensor(attr.t)
-    if attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
-        graphs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs
-        return [_graph(g) for g in graphs]
-    return onnx.helper.get_attribute_value(attr)
-
-
-def _tensor(tensor: onnx.TensorProto) -> tuple:
-    array = numpy_helper.to_array(tensor)
-    return (tensor.data_type, tuple(tensor.dims), array.tobytes())
-
-
-def _graph(graph: onnx.GraphProto) -> dict:
-    """A graph as plain data, independent of how protobuf or onnx-ir laid it out."""
-    initializers = {t.name: _tensor(t) for t in graph.initializer}
-    nodes = sorted(
-        (
-            node.op_type,
-            node.domain,
-            node.name,
-            tuple(node.input),
-            tuple(node.output),
-            tuple(sorted((a.name, repr(_attribute(a))) for a in node.attribute)),
-        )
-        for node in graph.node
-    )
-    # onnx-ir writes a value_info entry for every initializer too: the tensor says it all.
-    infos = {
-        v.name: v.type.SerializeToString(deterministic=True)
-        for v in graph.value_info
-        if v.name not in initializers
-    }
-    return {
-        "nodes": nodes,
-        "initializers": initializers,
-        "value_info": infos,
-        "inputs": [
-            (v.name, v.type.SerializeToString(deterministic=True)) for v in graph.input
-        ],
-        "outputs": [
-            (v.name, v.type.SerializeToString(deterministic=True)) for v in graph.output
-        ],
-    }
-
-
-def canonical(model: onnx.ModelProto) -> dict:
-    """What the comparison looks at: the graph, the opsets, the IR version."""
-    return {
-        "graph": _graph(model.graph),
-        "opsets": sorted((o.domain, o.version) for o in model.opset_import),
-        "ir_version": model.ir_version,
-        "functions": [f.SerializeToString(deterministic=True) for f in model.functions],
-    }
 
 
 def _whole_model(model: onnx.ModelProto, options: PipelineOptions):
@@ -163,7 +105,7 @@ def test_backend_corpus(option_name: str) -> None:
 
 
 @settings(
-    max_examples=int(os.environ.get("EYEFOLD_PROTO_PATH_EXAMPLES", "60")),
+    max_examples=int(os.environ.get("EYEFOLD_PROTO_PATH_EXAMPLES", "200")),
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
@@ -212,3 +154,17 @@ def test_proto_argument_is_not_changed() -> None:
     before = model.SerializeToString(deterministic=True)
     eyefold.optimize(model)
     assert model.SerializeToString(deterministic=True) == before
+
+
+def test_made_up_name_taken_outside_takes_the_whole_model_path() -> None:
+    # Legalization names its Cast output y__eyefold_float, which the Identity outside owns.
+    model = onnx.parser.parse_model(
+        """<ir_version: 10, opset_import: ["" : 22]>
+        g (bool[2, 3] x) => (bool[2, 3] y, bool[2, 3] y__eyefold_float) {
+            y = EyeLike (x)
+            y__eyefold_float = Identity (x)
+        }"""
+    )
+    options = PipelineOptions(target_runtime="onnxruntime", fold=False)
+    step = compare_paths(model, options, run=True)
+    assert step.startswith("whole-model: the result cannot be spliced back")

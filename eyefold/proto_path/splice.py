@@ -7,7 +7,8 @@ appends them); the value_info of every value the small model held is replaced by
 onnx-ir writes for it; graph outputs it held are rewritten. Outside readers of a value
 the passes replaced (the sink's inputs say which) read the new name. If the result would
 not be in topological order, :class:`SpliceError` says so and nothing has been changed:
-the caller then takes the whole-model path.
+the caller then takes the whole-model path. So it does when a pass made up a name
+(legalization's Cast outputs) that a node outside the neighbourhood already uses.
 """
 
 from __future__ import annotations
@@ -85,6 +86,20 @@ def _key_of(
     return index.producer.get(name, -1) if name is not None else -1
 
 
+def _check_names(plan: _Plan, index: GraphIndex, hood: Neighbourhood) -> None:
+    """A name a pass made up must not be one the small model could not see."""
+    defined = {o for _, proto in plan.nodes for o in proto.output if o}
+    defined |= set(hood.model.graph.initializers) - hood.initializers
+    outside = defined - hood.names
+    taken = [
+        n
+        for n in outside
+        if n in index.producer or n in index.initializers or n in index.inputs
+    ]
+    if taken:
+        raise SpliceError(f"the name {sorted(taken)[0]!r} is taken outside the neighbourhood")
+
+
 def _check_readers(plan: _Plan, index: GraphIndex, hood: Neighbourhood) -> None:
     """Outside readers of a renamed value must come after its (new) producer."""
     keyed = {o: key for key, proto in plan.nodes for o in proto.output}
@@ -145,12 +160,14 @@ def _has_info(value: ir.Value) -> bool:
 
 def _tables(hood: Neighbourhood) -> _Tables:
     graph = hood.model.graph
-    new = []
+    new, infos = [], []
     for name, value in graph.initializers.items():
         if name not in hood.initializers and value.const_value is not None:
             value.const_value.name = name
             new.append(ir.serde.serialize_tensor(value.const_value))
-    infos = [
+            if _has_info(value):  # onnx-ir describes every initializer in value_info
+                infos.append(ir.serde.serialize_value(value))
+    infos += [
         ir.serde.serialize_value(v)
         for node in graph
         if node is not hood.sink
@@ -165,19 +182,39 @@ def _tables(hood: Neighbourhood) -> _Tables:
     )
 
 
+def _rewrite_value_info(
+    graph: onnx.GraphProto, touched: set[str], infos: list[onnx.ValueInfoProto]
+) -> None:
+    """Entries of ``touched`` names: replaced in place, dropped, or appended (new names).
+
+    In place, so a second run that changes nothing leaves the bytes as they were.
+    """
+    fresh = {info.name: info for info in infos}
+    stale = []
+    for position, info in enumerate(graph.value_info):
+        if info.name in touched:
+            replacement = fresh.pop(info.name, None)
+            if replacement is None:
+                stale.append(position)
+            else:
+                info.CopyFrom(replacement)
+    for position in reversed(stale):
+        del graph.value_info[position]
+    graph.value_info.extend(info for info in infos if info.name in fresh)
+
+
 def _rewrite_tables(graph: onnx.GraphProto, index: GraphIndex, hood: Neighbourhood) -> None:
     """Initializers, value_info and graph outputs of what the small model held."""
     tables = _tables(hood)
-    dropped = sorted(index.initializers[n] for n in hood.initializers - tables.kept)
-    for position in reversed(dropped):
+    dropped = hood.initializers - tables.kept
+    for position in sorted((index.initializers[n] for n in dropped), reverse=True):
         del graph.initializer[position]
     graph.initializer.extend(tables.new_initializers)
-    touched = hood.names | {v.name for v in hood.values if v.name}
-    touched |= {v.name or "" for n in hood.model.graph for v in n.outputs}
-    stale = [i for i, info in enumerate(graph.value_info) if info.name in touched]
-    for position in reversed(stale):
-        del graph.value_info[position]
-    graph.value_info.extend(tables.value_info)
+    touched = hood.names | {v.name or "" for n in hood.model.graph for v in n.outputs}
+    touched |= set(tables.kept)
+    # Kept initializers and graph inputs keep their entries, as onnx-ir would write them.
+    touched -= (hood.initializers & tables.kept) | set(index.inputs)
+    _rewrite_value_info(graph, touched, tables.value_info)
     for position, info in zip(hood.output_positions, tables.outputs, strict=True):
         graph.output[position].CopyFrom(info)
 
@@ -190,6 +227,7 @@ def splice(model: onnx.ModelProto, index: GraphIndex, hood: Neighbourhood) -> No
             unchanged.
     """
     plan = _plan(hood, index)
+    _check_names(plan, index, hood)
     _check_readers(plan, index, hood)
     graph = model.graph
     _rename_outside(graph, index, plan, hood.chosen)
