@@ -88,6 +88,21 @@ def eyefold_api(inp: str, out: str, args: argparse.Namespace) -> dict:
     return {}
 
 
+def eyefold_proto(inp: str, out: str, args: argparse.Namespace) -> dict:
+    """The file path: protobuf load, the neighbourhood path, protobuf save."""
+    import onnx
+
+    from eyefold.options import PipelineOptions
+    from eyefold.proto_path import optimize_proto
+
+    options = PipelineOptions(size_limit=args.size_limit, target_opset=args.target_opset)
+    model, report = optimize_proto(
+        onnx.load(inp, load_external_data=False), options, base_dir=os.path.dirname(inp)
+    )
+    _onnx_save(model, out, inp)
+    return {"path": report.steps[0].name}
+
+
 def eyefold_inmem(inp: str, out: str, args: argparse.Namespace) -> dict:
     """eyefold.optimize on an in-memory onnx_ir.Model vs serializing that model."""
     import onnx_ir as ir
@@ -220,6 +235,7 @@ _SETUP: dict[str, tuple[str, ...]] = {
     "floor_ir": ("onnx_ir",),
     "eyefold_api": ("eyefold", "eyefold.model_files"),
     "eyefold_inmem": ("eyefold", "onnx_ir"),
+    "eyefold_proto": ("eyefold", "eyefold.proto_path", "onnx"),
     "eyefold_cli": (),
     "python_startup": (),
     "onnxscript_optimizer": ("onnx_ir", "onnxscript.optimizer"),

@@ -16,6 +16,7 @@ from eyefold.options import (
     PipelineOptions,
 )
 from eyefold.passes.pipeline import run_pipeline
+from eyefold.proto_path import optimize_proto
 from eyefold.report import Report
 
 __all__ = ["OptimizeResult", "optimize", "optimize_with_report"]
@@ -58,9 +59,11 @@ def optimize_with_report(
     if isinstance(model, ir.Model):
         return OptimizeResult(model, run_pipeline(model, options))
     if isinstance(model, onnx.ModelProto):
-        working = ir.serde.deserialize_model(model)
-        report = run_pipeline(working, options)
-        return OptimizeResult(ir.serde.serialize_model(working), report)
+        # A copy: the argument is never changed. Only the EyeLike neighbourhood of the
+        # copy is deserialized (eyefold.proto_path).
+        working = onnx.ModelProto()
+        working.CopyFrom(model)
+        return OptimizeResult(*optimize_proto(working, options))
     raise TypeError(f"expected onnx.ModelProto or onnx_ir.Model, got {type(model).__name__}")
 
 

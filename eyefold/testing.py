@@ -19,6 +19,7 @@ from eyefold.onnx_safety import defuse_eyelike_dtype
 __all__ = [
     "as_proto",
     "assert_same_outputs",
+    "canonical",
     "check_model_safely",
     "count_ops",
     "random_inputs",
@@ -164,3 +165,65 @@ def assert_same_outputs(
         _assert_bits_equal(after, before, "onnxruntime")
         compared.append("onnxruntime")
     return compared
+
+
+def _attribute_data(attr: onnx.AttributeProto) -> object:
+    if attr.type == onnx.AttributeProto.TENSOR:
+        return _tensor_data(attr.t)
+    if attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+        graphs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs
+        return [_graph_data(g) for g in graphs]
+    return onnx.helper.get_attribute_value(attr)
+
+
+def _tensor_data(tensor: onnx.TensorProto) -> tuple:
+    array = onnx.numpy_helper.to_array(tensor)
+    return (tensor.data_type, tuple(tensor.dims), array.tobytes())
+
+
+def _graph_data(graph: onnx.GraphProto) -> dict:
+    """A graph as plain data, independent of how protobuf or onnx-ir laid it out."""
+    initializers = {t.name: _tensor_data(t) for t in graph.initializer}
+    nodes = sorted(
+        (
+            node.op_type,
+            node.domain,
+            node.name,
+            tuple(node.input),
+            tuple(node.output),
+            tuple(sorted((a.name, repr(_attribute_data(a))) for a in node.attribute)),
+        )
+        for node in graph.node
+    )
+    # onnx-ir writes a value_info entry for every initializer too: the tensor says it all.
+    infos = {
+        v.name: v.type.SerializeToString(deterministic=True)
+        for v in graph.value_info
+        if v.name not in initializers
+    }
+    return {
+        "nodes": nodes,
+        "initializers": initializers,
+        "value_info": infos,
+        "inputs": [
+            (v.name, v.type.SerializeToString(deterministic=True)) for v in graph.input
+        ],
+        "outputs": [
+            (v.name, v.type.SerializeToString(deterministic=True)) for v in graph.output
+        ],
+    }
+
+
+def canonical(model: onnx.ModelProto) -> dict:
+    """A model as plain data, for comparing two ways of building it.
+
+    Independent of what a serializer lays out freely: node order, tensor encoding
+    (raw_data or typed fields), value_info order, and the value_info entries onnx-ir
+    writes for initializers (their tensors say it all).
+    """
+    return {
+        "graph": _graph_data(model.graph),
+        "opsets": sorted((o.domain, o.version) for o in model.opset_import),
+        "ir_version": model.ir_version,
+        "functions": [f.SerializeToString(deterministic=True) for f in model.functions],
+    }

@@ -1,0 +1,259 @@
+"""Which nodes form the EyeLike neighbourhood, and the small onnx_ir model holding them.
+
+The neighbourhood is every node a pass may read or change:
+
+* the EyeLike nodes and the identity-shaped constants' consumers (the rules' roots);
+* backward: the producer of each EyeLike input (the rules look at it), and the whole
+  backward slice when the input's shape or type is not declared (shape inference then
+  reads it all);
+* forward: the consumers of each EyeLike output, and further through Cast, CastLike,
+  Transpose and Identity (a rule may turn them into an EyeLike, whose consumers are then
+  tried);
+* every producer all of whose outputs only removable nodes read (EyeLike, the forward
+  ops above, MatMul, and such producers in turn): the dead code a fold or a rewrite may
+  leave behind, and the producers a rule looks through round after round.
+
+Outside values the neighbourhood reads come from stand-in nodes whose inputs are the
+graph inputs the value is computed from (so the fold reports the same ``from_inputs``).
+One sink node reads every value that something outside reads, so a pass sees the same
+users (no value looks dead that is not), and after the passes its inputs say which value
+each outside reader must now read. Initializers keep their tensors lazily: the small
+model holds the original TensorProto (or external-data reference), never a copy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import onnx
+import onnx_ir as ir
+
+from eyefold.proto_path.scan import GraphIndex
+
+__all__ = ["STAND_IN_DOMAIN", "Neighbourhood", "build_neighbourhood", "choose_nodes"]
+
+STAND_IN_DOMAIN = "pkg.eyefold.neighbourhood"
+# Consumers a rule may turn into an EyeLike: their own consumers are looked at too.
+_FORWARD_OPS = frozenset({"Cast", "CastLike", "Transpose", "Identity", "EyeLike"})
+# Ops a pass may remove: an EyeLike's input producers die only if all their readers can.
+_REMOVABLE_OPS = _FORWARD_OPS | {"MatMul"}
+
+
+@dataclasses.dataclass
+class Neighbourhood:
+    """The small model and what the splice needs to map it back.
+
+    Attributes:
+        model: the onnx_ir model the passes run on.
+        chosen: positions of the main-graph nodes it holds, ascending.
+        positions: ``id()`` of each of its nodes -> position in the main graph.
+        sink: the sink node; ``sink_names[i]`` was the name of its input ``i``.
+        sink_names: the names outside readers read, in sink input order.
+        stand_ins: ``id()`` of each stand-in's output value -> the outside name.
+        initializers: names of the initializers the small model holds.
+        output_positions: position in the main graph's outputs of each output.
+        values: every value of the small model before the passes (kept alive for ids).
+        names: the names of those values before the passes.
+    """
+
+    model: ir.Model
+    chosen: list[int]
+    positions: dict[int, int]
+    sink: ir.Node
+    sink_names: list[str]
+    stand_ins: dict[int, str]
+    initializers: set[str]
+    output_positions: list[int]
+    values: list[ir.Value]
+    names: set[str]
+
+
+def _declared_static(index: GraphIndex, name: str) -> bool:
+    """True when ``name`` has a declared element type and fully static shape."""
+    if name in index.initializers or name in index.inputs:
+        return True
+    graph = index.graph
+    where = index.value_info.get(name)
+    if where is not None:
+        info = graph.value_info[where]
+    elif name in index.outputs:
+        info = graph.output[index.outputs.index(name)]
+    else:
+        return False
+    tensor = info.type.tensor_type
+    if not tensor.elem_type or not tensor.HasField("shape"):
+        return False
+    return all(d.HasField("dim_value") for d in tensor.shape.dim)
+
+
+def _backward(index: GraphIndex, chosen: set[int], start: int, levels: int | None) -> None:
+    """Adds the producers of ``start``'s inputs, ``levels`` deep (None: all of them)."""
+    seen = {start}
+    work = [(start, 0)]
+    while work:
+        position, depth = work.pop()
+        if levels is not None and depth >= levels:
+            continue
+        for name in index.node_inputs[position]:
+            producer = index.producer.get(name)
+            if producer is not None and producer not in seen:
+                seen.add(producer)
+                chosen.add(producer)
+                work.append((producer, depth + 1))
+
+
+def _forward(
+    index: GraphIndex, chosen: set[int], removable: set[int], names: list[str]
+) -> None:
+    """Adds the consumers of ``names``, and further through ops a rule may rewrite."""
+    nodes = index.graph.node
+    work = list(names)
+    while work:
+        for consumer in index.consumers.get(work.pop(), ()):
+            if consumer in chosen:
+                continue
+            chosen.add(consumer)
+            op_type = nodes[consumer].op_type
+            if op_type in _REMOVABLE_OPS:
+                removable.add(consumer)
+            if op_type in _FORWARD_OPS:
+                work.extend(o for o in nodes[consumer].output if o)
+
+
+def _add_dead_code(index: GraphIndex, chosen: set[int], removable: set[int]) -> None:
+    """Adds every producer whose outputs only removable nodes read (the fixpoint)."""
+    nodes = index.graph.node
+    outputs = set(index.outputs)
+    work = list(removable)
+    while work:
+        for name in index.node_inputs[work.pop()]:
+            producer = index.producer.get(name)
+            if producer is None or producer in removable:
+                continue
+            produced = [o for o in nodes[producer].output if o]
+            if all(
+                o not in outputs and all(c in removable for c in index.consumers.get(o, ()))
+                for o in produced
+            ):
+                removable.add(producer)
+                chosen.add(producer)
+                work.append(producer)
+
+
+def choose_nodes(index: GraphIndex) -> list[int]:
+    """Positions of the neighbourhood's nodes (see the module docstring), ascending."""
+    chosen: set[int] = set(index.eyelike)
+    removable: set[int] = set(index.eyelike)
+    nodes = index.graph.node
+    for position in index.eyelike:
+        inputs = index.node_inputs[position]
+        full = bool(inputs) and not _declared_static(index, inputs[0])
+        _backward(index, chosen, position, None if full else 1)
+        _forward(index, chosen, removable, [o for o in nodes[position].output if o])
+    for name in index.identity_candidates:
+        for consumer in index.consumers.get(name, ()):
+            chosen.add(consumer)
+            if nodes[consumer].op_type in _REMOVABLE_OPS:
+                removable.add(consumer)
+    _add_dead_code(index, chosen, removable)
+    return sorted(chosen)
+
+
+def _read_names(index: GraphIndex, chosen: list[int]) -> list[str]:
+    """Names the chosen nodes read, first use first."""
+    found: dict[str, None] = {}
+    for position in chosen:
+        found.update(dict.fromkeys(n for n in index.node_inputs[position] if n))
+    return list(found)
+
+
+def _stand_in(name: str, feeding: frozenset[str]) -> onnx.NodeProto:
+    return onnx.helper.make_node(
+        "StandIn", sorted(feeding), [name], domain=STAND_IN_DOMAIN, name=f"stand_in/{name}"
+    )
+
+
+def _small_graph(
+    index: GraphIndex, chosen: list[int]
+) -> tuple[onnx.GraphProto, list[str], list[int]]:
+    """The small GraphProto (initializers as dataless placeholders), sink names, outputs."""
+    graph, source = onnx.GraphProto(name=index.graph.name), index.graph
+    inside = set(chosen)
+    produced = {o for p in chosen for o in source.node[p].output if o}
+    inputs: dict[str, None] = {}
+    stand_ins, sink = [], []
+    for name in _read_names(index, chosen):
+        if name in produced:
+            continue
+        if name in index.initializers:
+            tensor = source.initializer[index.initializers[name]]
+            graph.initializer.add(name=name, data_type=tensor.data_type, dims=tensor.dims)
+        elif name in index.producer:
+            feeding = index.inputs_feeding(name)
+            inputs.update(dict.fromkeys(sorted(feeding)))
+            stand_ins.append(_stand_in(name, feeding))
+        else:
+            inputs[name] = None
+        outside = any(c not in inside for c in index.consumers.get(name, ()))
+        if outside and (name in index.producer or name in index.initializers):
+            sink.append(name)
+    sink.extend(
+        o
+        for o in sorted(produced, key=index.producer.__getitem__)
+        if any(c not in inside for c in index.consumers.get(o, ()))
+    )
+    graph.input.extend(source.input[index.inputs.index(n)] for n in inputs)
+    graph.node.extend(stand_ins)
+    graph.node.extend(source.node[p] for p in chosen)
+    graph.node.append(onnx.helper.make_node("Sink", sink, [], domain=STAND_IN_DOMAIN))
+    known = produced | {n.output[0] for n in stand_ins} | {t.name for t in graph.initializer}
+    graph.value_info.extend(
+        source.value_info[index.value_info[n]] for n in known if n in index.value_info
+    )
+    outputs = [i for i, name in enumerate(index.outputs) if name in known or name in inputs]
+    graph.output.extend(source.output[i] for i in outputs)
+    return graph, sink, outputs
+
+
+def build_neighbourhood(
+    model: onnx.ModelProto, index: GraphIndex, chosen: list[int], base_dir: str = ""
+) -> Neighbourhood:
+    """The onnx_ir model of the chosen nodes (see the module docstring).
+
+    Args:
+        model: the whole model (read only).
+        index: its scan.
+        chosen: :func:`choose_nodes`'s positions.
+        base_dir: folder external data is read from (lazily), as onnx-ir's loader uses.
+    """
+    graph, sink_names, output_positions = _small_graph(index, chosen)
+    small = onnx.ModelProto(
+        ir_version=model.ir_version,
+        graph=graph,
+        producer_name=model.producer_name,
+        producer_version=model.producer_version,
+        domain=model.domain,
+        model_version=model.model_version,
+    )
+    small.opset_import.extend(model.opset_import)
+    small.functions.extend(model.functions)
+    result = ir.serde.deserialize_model(small)
+    for value in result.graph.initializers.values():
+        original = index.graph.initializer[index.initializers[value.name or ""]]
+        value.const_value = ir.serde.deserialize_tensor(original, base_dir)
+    nodes = list(result.graph)
+    stand_in_count = len(nodes) - len(chosen) - 1
+    values = [v for n in nodes for v in n.outputs]
+    values += [*result.graph.inputs, *result.graph.initializers.values()]
+    return Neighbourhood(
+        model=result,
+        chosen=chosen,
+        positions={id(n): p for n, p in zip(nodes[stand_in_count:-1], chosen, strict=True)},
+        sink=nodes[-1],
+        sink_names=sink_names,
+        stand_ins={id(n.outputs[0]): n.outputs[0].name or "" for n in nodes[:stand_in_count]},
+        initializers=set(result.graph.initializers),
+        output_positions=output_positions,
+        values=values,
+        names={v.name for v in values if v.name},
+    )

@@ -1,0 +1,170 @@
+"""The neighbourhood path gives the whole-model path's model, report and outputs.
+
+Each model goes through eyefold's two ways of running the same steps: deserialize it
+whole into onnx_ir (what an ``onnx_ir.Model`` argument gets), and
+``eyefold.proto_path.optimize_proto`` (what a ModelProto and a file get). The results are
+compared canonically (nodes, initializer values, value_info, graph I/O, opsets), the
+per-node reports field by field, and both run on the same random inputs bit for bit.
+Models: every sample model, the fuzzer's generator, and onnx's backend test corpus.
+"""
+
+from __future__ import annotations
+
+import copy
+import glob
+import os
+import sys
+from pathlib import Path
+
+import onnx
+import onnx_ir as ir
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from eyefold.errors import EyefoldError
+from eyefold.options import PipelineOptions
+from eyefold.passes.pipeline import pipeline_steps, run_steps
+from eyefold.proto_path import NEIGHBOURHOOD_STEP, optimize_proto
+from eyefold.testing import assert_same_outputs, canonical, random_inputs
+
+sys.path.insert(0, os.path.dirname(__file__))
+from test_fuzz_graphs import models
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = sorted((ROOT / "sample_models").glob("*.onnx"))
+BACKEND = sorted(
+    glob.glob(os.path.join(os.path.dirname(onnx.__file__), "backend/test/data/*/*/model.onnx"))
+)
+OPTIONS = {
+    "default": PipelineOptions(),
+    "no-upgrade": PipelineOptions(upgrade=False),
+    "relaxed-legalized": PipelineOptions(
+        upgrade=False, relaxed=True, target_runtime="onnxruntime"
+    ),
+}
+
+
+def _whole_model(model: onnx.ModelProto, options: PipelineOptions):
+    working = ir.serde.deserialize_model(model)
+    report = run_steps(working, pipeline_steps(options)).report
+    return ir.serde.serialize_model(working), report
+
+
+def _outcome(run, model: onnx.ModelProto, options: PipelineOptions):
+    """(model, report) or the error's type and message."""
+    try:
+        return run(copy.deepcopy(model), options)
+    except (EyefoldError, ValueError, RuntimeError) as error:
+        return type(error).__name__, str(error)
+
+
+def compare_paths(model: onnx.ModelProto, options: PipelineOptions, *, run: bool) -> str:
+    """Asserts both paths agree on ``model``; returns the step the proto path took."""
+    whole = _outcome(_whole_model, model, options)
+    proto = _outcome(optimize_proto, model, options)
+    if isinstance(whole[0], str) or isinstance(proto[0], str):
+        assert proto == whole
+        return "error"
+    assert canonical(proto[0]) == canonical(whole[0])
+    assert proto[1].nodes == whole[1].nodes
+    assert proto[1].counts() == whole[1].counts()
+    assert proto[1].warnings == whole[1].warnings
+    assert (proto[1].opset_before, proto[1].opset_after) == (
+        whole[1].opset_before,
+        whole[1].opset_after,
+    )
+    if run:
+        assert_same_outputs(whole[0], proto[0], random_inputs(model, seed=3))
+    return proto[1].steps[0].name
+
+
+@pytest.mark.parametrize("option_name", sorted(OPTIONS))
+@pytest.mark.parametrize("path", SAMPLES, ids=[p.stem for p in SAMPLES])
+def test_sample_models(path: Path, option_name: str) -> None:
+    compare_paths(onnx.load(str(path)), OPTIONS[option_name], run=True)
+
+
+def test_big_model_takes_the_neighbourhood_path() -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import generate
+
+    model = generate.big(500)
+    assert compare_paths(model, OPTIONS["default"], run=True) == NEIGHBOURHOOD_STEP
+
+
+@pytest.mark.parametrize("option_name", ["default", "no-upgrade"])
+def test_backend_corpus(option_name: str) -> None:
+    taken: dict[str, int] = {}
+    for path in BACKEND:
+        model = onnx.load(path)
+        has_eyelike = any(n.op_type == "EyeLike" for n in model.graph.node)
+        step = compare_paths(model, OPTIONS[option_name], run=has_eyelike)
+        taken[step.partition(":")[0]] = taken.get(step.partition(":")[0], 0) + 1
+    if not OPTIONS[option_name].upgrade:  # with the upgrade, these opset < 22 models
+        assert taken.get(NEIGHBOURHOOD_STEP, 0) > len(BACKEND) // 2, taken
+
+
+@settings(
+    max_examples=int(os.environ.get("EYEFOLD_PROTO_PATH_EXAMPLES", "200")),
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(model=models())
+def test_fuzzed_models(model: onnx.ModelProto) -> None:
+    compare_paths(model, OPTIONS["no-upgrade"], run=True)
+    compare_paths(model, OPTIONS["relaxed-legalized"], run=False)
+
+
+_RENAMED_OPERAND = """<ir_version: 10, opset_import: ["" : 22]>
+g (int64[4, 4] x) => (int64[4, 4] y, int64[4, 4] z) <int64[4, 4] a, int64[4, 4] c> {
+    a = Neg(x)
+    b = Abs(x)
+    c = Add(a, b)
+    e = EyeLike(c)
+    p = MatMul(a, e)
+    y = Add(p, b)
+    z = Mul(a, b)
+}"""
+
+_EYELIKE_IN_BRANCH = """<ir_version: 10, opset_import: ["" : 22]>
+g (float[2, 2] x, bool c) => (float[2, 2] y) {
+    y = If(c) <then_branch = t () => (float[2, 2] o) { o = EyeLike(x) },
+               else_branch = f () => (float[2, 2] o) { o = Identity(x) }>
+}"""
+
+
+def test_rule_renaming_a_value_read_outside_the_neighbourhood() -> None:
+    # The folded identity turns MatMul(a, I) into a, renamed p: Mul and Add read it too.
+    model = onnx.parser.parse_model(_RENAMED_OPERAND)
+    step = compare_paths(model, OPTIONS["default"], run=True)
+    assert step == NEIGHBOURHOOD_STEP
+
+
+def test_eyelike_in_a_subgraph_takes_the_whole_model_path() -> None:
+    model = onnx.parser.parse_model(_EYELIKE_IN_BRANCH)
+    step = compare_paths(model, OPTIONS["default"], run=False)
+    assert step == "whole-model: an EyeLike sits in a subgraph"
+
+
+def test_proto_argument_is_not_changed() -> None:
+    import eyefold
+
+    model = onnx.parser.parse_model(_RENAMED_OPERAND)
+    before = model.SerializeToString(deterministic=True)
+    eyefold.optimize(model)
+    assert model.SerializeToString(deterministic=True) == before
+
+
+def test_made_up_name_taken_outside_takes_the_whole_model_path() -> None:
+    # Legalization names its Cast output y__eyefold_float, which the Identity outside owns.
+    model = onnx.parser.parse_model(
+        """<ir_version: 10, opset_import: ["" : 22]>
+        g (bool[2, 3] x) => (bool[2, 3] y, bool[2, 3] y__eyefold_float) {
+            y = EyeLike (x)
+            y__eyefold_float = Identity (x)
+        }"""
+    )
+    options = PipelineOptions(target_runtime="onnxruntime", fold=False)
+    step = compare_paths(model, options, run=True)
+    assert step.startswith("whole-model: the result cannot be spliced back")
