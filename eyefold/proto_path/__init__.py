@@ -41,6 +41,10 @@ def _identity_dtypes(options: PipelineOptions) -> frozenset[int]:
     return frozenset(int(d) for spec in specs for d in spec.constant_dtypes)
 
 
+# Readers of an EyeLike output whose patterns reach past the neighbourhood.
+_MASK_READERS = frozenset({"Mul"})
+
+
 def whole_model_reason(model: onnx.ModelProto, options: PipelineOptions) -> str | None:
     """Why ``options`` need the whole model whatever its graph, or None."""
     if options.input_shapes:
@@ -61,6 +65,10 @@ def _neighbourhood(
     chosen = choose_nodes(index)
     if index.holders.intersection(chosen):
         return "a node holding subgraphs is in an EyeLike's neighbourhood"
+    if any(model.graph.node[p].op_type in _MASK_READERS for p in chosen):
+        # The diagonal rules match Mul(data, mask) -> ReduceSum and read the data side's
+        # shape chain: more than the neighbourhood holds.
+        return "an EyeLike is used as a mask (Mul), which the diagonal rules look around"
     hood = build_neighbourhood(model, index, chosen, base_dir)
     seconds = time.perf_counter() - start
     result = run_steps(hood.model, pipeline_steps(options))
