@@ -2,12 +2,12 @@
 
 Inputs are random, from a fixed seed, in every graph input's element type. A symbolic or
 unknown dim gets its ``--input-shape`` value when pinned, else :data:`DEFAULT_DIM` (the same
-value for every use of one symbolic name).
+value for every use of one symbolic name): see :mod:`eyefold.check_inputs`.
 
 Both models run under onnxruntime when it is installed and can load both; else both run
-under ``onnx.reference.ReferenceEvaluator``, and the result says why. An optimized model
-that onnxruntime loads but fails to run where the original ran fails the check. Under the
-reference evaluator
+under ``onnx.reference.ReferenceEvaluator``, and the result says why (see
+:mod:`eyefold.check_backends`). An optimized model that onnxruntime loads but fails to run
+where the original ran fails the check. Under the reference evaluator
 every output must be bit-identical. Under onnxruntime integer, bool and string outputs must
 be identical too, and floating outputs must agree within :data:`FLOAT_TOLERANCES`: for
 constant operands onnxruntime may pick other kernels (prepacked MatMul weights, fused
@@ -17,22 +17,19 @@ constants) whose rounding differs in the last bits.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import tempfile
 import time
-from collections.abc import Mapping
 from typing import Any
 
 import ml_dtypes
 import numpy as np
 import onnx
-import onnx.reference
 import onnx_ir as ir
 
-from eyefold.errors import CheckFailedError, EyefoldError
-from eyefold.model_files import external_data_files, save_model, tensor_bytes
-from eyefold.model_files.save import INLINE_LIMIT_BYTES
+from eyefold.check_backends import REFERENCE, prepare_source, run_both
+from eyefold.check_inputs import DEFAULT_DIM, INPUT_LIMIT_BYTES, random_inputs
+from eyefold.errors import CheckFailedError
 
 __all__ = [
     "DEFAULT_DIM",
@@ -43,12 +40,6 @@ __all__ = [
     "random_inputs",
 ]
 
-# Symbolic dims without a pinned value get this size: small enough for any model to run
-# fast, and above 1 so that broadcasting mistakes still show.
-DEFAULT_DIM = 2
-# The random inputs may take at most this much memory together; a model declaring huge
-# static inputs (2^40 x 2^40) cannot be checked by running it.
-INPUT_LIMIT_BYTES = 1 << 30
 # (rtol, atol) per floating output type under onnxruntime: |got - want| <= atol + rtol*|want|.
 # A few units in the last place of each type.
 FLOAT_TOLERANCES: dict[ir.DataType, tuple[float, float]] = {
@@ -57,10 +48,6 @@ FLOAT_TOLERANCES: dict[ir.DataType, tuple[float, float]] = {
     ir.DataType.FLOAT16: (2e-3, 1e-4),
     ir.DataType.BFLOAT16: (1.6e-2, 1e-3),
 }
-ORT = "onnxruntime"
-REFERENCE = "onnx.reference"
-
-Source = str | bytes | onnx.ModelProto
 
 
 @dataclasses.dataclass
@@ -109,118 +96,6 @@ class CheckResult:
             dims = ", ".join(f"{k}={v}" for k, v in self.defaulted_dims.items())
             line += f"; symbolic dims defaulted: {dims} (pin them with --input-shape)"
         return line
-
-
-def _shape_of(value: ir.Value, defaulted: dict[str, int]) -> list[int]:
-    if value.shape is None:
-        raise EyefoldError(
-            f"--check cannot make an input for {value.name!r}: its rank is unknown"
-            " (give it with --input-shape)"
-        )
-    dims = []
-    for index, dim in enumerate(value.shape.dims):
-        if isinstance(dim, int):
-            dims.append(dim)
-        else:
-            name = dim.value or f"{value.name}[{index}]"
-            dims.append(defaulted.setdefault(name, DEFAULT_DIM))
-    return dims
-
-
-def _random_array(
-    rng: np.random.Generator, dtype: ir.DataType, shape: list[int], name: str
-) -> np.ndarray:
-    if dtype == ir.DataType.BOOL:
-        return rng.random(shape) < 0.5
-    if dtype == ir.DataType.STRING:
-        return rng.choice(np.array(["a", "bc", ""], dtype=object), size=shape)
-    np_dtype = np.dtype(dtype.numpy())
-    if dtype.is_floating_point():
-        return rng.standard_normal(shape).astype(np_dtype)
-    if np_dtype.kind == "c":
-        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np_dtype)
-    if dtype.is_integer():
-        low = -4 if dtype.is_signed() else 0
-        return rng.integers(low, 5, size=shape).astype(np_dtype)
-    raise EyefoldError(f"--check cannot make an input for {name!r} of type {dtype.name}")
-
-
-def _item_bytes(dtype: ir.DataType) -> int:
-    try:
-        return math.ceil(dtype.itemsize)
-    except TypeError:  # STRING has no fixed size; the generated strings are short
-        return 8
-
-
-def random_inputs(
-    model: ir.Model, *, seed: int = 0
-) -> tuple[dict[str, np.ndarray], dict[str, int]]:
-    """Random feeds for every main-graph input that is not an initializer.
-
-    Returns:
-        The feeds, and the symbolic dims that got :data:`DEFAULT_DIM`.
-
-    Raises:
-        EyefoldError: an input is not a tensor, or has no known type or rank.
-    """
-    rng = np.random.default_rng(seed)
-    defaulted: dict[str, int] = {}
-    feeds: dict[str, np.ndarray] = {}
-    total = 0
-    for value in model.graph.inputs:
-        if value.is_initializer():
-            continue
-        name = value.name or ""
-        if not isinstance(value.type, ir.TensorType) or value.dtype is None:
-            raise EyefoldError(
-                f"--check cannot make an input for {name!r}: not a typed tensor"
-            )
-        shape = _shape_of(value, defaulted)
-        total += math.prod(shape) * _item_bytes(value.dtype)  # Python ints: no overflow
-        if total > INPUT_LIMIT_BYTES:
-            raise EyefoldError(
-                f"--check would need {total} bytes of random inputs (input {name!r} is"
-                f" {value.dtype.name}{shape}), over {INPUT_LIMIT_BYTES}; pin smaller"
-                " symbolic dims with --input-shape"
-            )
-        array = _random_array(rng, value.dtype, shape, name)
-        feeds[name] = np.asarray(array)  # a 0-d result comes back as a numpy scalar
-    return feeds, defaulted
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return text[0] if text else type(error).__name__
-
-
-def _ort_session(source: Source) -> Any:
-    import onnxruntime  # optional: the reference evaluator is the fallback
-
-    options = onnxruntime.SessionOptions()
-    options.log_severity_level = 3
-    if isinstance(source, onnx.ModelProto):
-        source = source.SerializeToString()
-    return onnxruntime.InferenceSession(source, options, providers=["CPUExecutionProvider"])
-
-
-def _run_ort(session: Any, feeds: Mapping[str, np.ndarray]) -> dict[str, Any]:
-    names = [o.name for o in session.get_outputs()]
-    return dict(zip(names, session.run(names, dict(feeds)), strict=True))
-
-
-def _to_proto(source: Source) -> onnx.ModelProto:
-    if isinstance(source, onnx.ModelProto):
-        return source
-    if isinstance(source, bytes):
-        return onnx.load_from_string(source)
-    return onnx.load(source)
-
-
-def _run_reference(source: Source, feeds: Mapping[str, np.ndarray]) -> dict[str, Any]:
-    proto = _to_proto(source)
-    evaluator = onnx.reference.ReferenceEvaluator(proto)
-    names = [o.name for o in proto.graph.output]
-    return dict(zip(names, evaluator.run(None, dict(feeds)), strict=True))
 
 
 def _mismatch(name: str, got: Any, want: Any, backend: str, exact: bool) -> str | None:
@@ -282,72 +157,35 @@ def _max_abs_diff(got: Any, want: Any) -> float | None:
     return float(np.max(np.where(both_nan, 0.0, diff)))
 
 
-def _prepare(
-    model: ir.Model | onnx.ModelProto | str | os.PathLike[str], scratch: str, stem: str
-) -> Source:
-    """A source both backends can load: bytes, a proto or a path (large models)."""
-    if isinstance(model, (str, os.PathLike)):
-        return os.fspath(model)
-    if isinstance(model, onnx.ModelProto):
-        return model
-    if external_data_files(model) or tensor_bytes(model) > INLINE_LIMIT_BYTES:
-        path = os.path.join(scratch, f"{stem}.onnx")
-        save_model(model, path, external_data=True)
-        return path
-    return ir.serde.serialize_model(model).SerializeToString()
+def _compare(
+    want: dict[str, Any], got: dict[str, Any], backend: str, exact: bool
+) -> dict[str, float]:
+    """The largest difference per floating output, once every output is equal by the rules.
 
-
-def _pick_backend(original: Source, optimized: Source) -> tuple[Any, Any, str | None]:
-    """Two onnxruntime sessions, or (None, None, why the reference evaluator is used)."""
-    try:
-        import onnxruntime  # noqa: F401
-    except ImportError:
-        return None, None, "onnxruntime is not installed"
-    try:
-        original_session = _ort_session(original)
-    except Exception as error:  # onnxruntime raises its own exception types
-        return None, None, f"onnxruntime cannot load the original: {_first_line(error)}"
-    try:
-        optimized_session = _ort_session(optimized)
-    except Exception as error:
-        # E.g. an opset newer than this onnxruntime: the reference evaluator still decides.
-        return None, None, f"onnxruntime cannot load the optimized model: {_first_line(error)}"
-    return original_session, optimized_session, None
-
-
-def _run_both(
-    original: Source, optimized: Source, feeds: dict[str, np.ndarray]
-) -> tuple[dict[str, Any], dict[str, Any], str, str | None]:
-    original_session, optimized_session, reason = _pick_backend(original, optimized)
-    if original_session is not None:
-        try:
-            want = _run_ort(original_session, feeds)
-        except Exception as error:
-            reason = f"onnxruntime cannot run the original: {_first_line(error)}"
-        else:
-            try:
-                got = _run_ort(optimized_session, feeds)
-            except Exception as error:
-                raise CheckFailedError(
-                    "onnxruntime runs the original model but not the optimized one:"
-                    f" {_first_line(error)}"
-                ) from None
-            return want, got, ORT, None
-    try:
-        want = _run_reference(original, feeds)
-    except Exception as error:
-        raise EyefoldError(
-            f"--check cannot run the original model ({reason}; onnx.reference:"
-            f" {_first_line(error)})"
-        ) from None
-    try:
-        got = _run_reference(optimized, feeds)
-    except Exception as error:
+    Raises:
+        CheckFailedError: the output names differ, or an output differs.
+    """
+    if list(want) != list(got):
         raise CheckFailedError(
-            "onnx.reference runs the original model but not the optimized one:"
-            f" {_first_line(error)}"
-        ) from None
-    return want, got, REFERENCE, reason
+            f"the models have different outputs: {list(want)} -> {list(got)}"
+        )
+    for name in want:
+        why = _mismatch(name, got[name], want[name], backend, exact)
+        if why:
+            raise CheckFailedError(f"--check failed: {why}")
+    return {n: d for n in want if (d := _max_abs_diff(got[n], want[n])) is not None}
+
+
+def _tolerances_applied(
+    want: dict[str, Any], diffs: dict[str, float]
+) -> dict[str, dict[str, float]]:
+    """The (rtol, atol) of each floating type among the compared outputs, by type name."""
+    float_types = {_float_type(np.asarray(want[n]).dtype) for n in diffs}
+    return {
+        t.name: {"rtol": r, "atol": a}
+        for t, (r, a) in FLOAT_TOLERANCES.items()
+        if t in float_types
+    }
 
 
 def check_equivalence(
@@ -384,20 +222,11 @@ def check_equivalence(
             else optimized
         )
         feeds, defaulted = random_inputs(optimized_model, seed=seed)
-        optimized_source = _prepare(optimized, scratch, "optimized")
-        original_source = _prepare(original, scratch, "original")
-        want, got, backend, reason = _run_both(original_source, optimized_source, feeds)
-    if list(want) != list(got):
-        raise CheckFailedError(
-            f"the models have different outputs: {list(want)} -> {list(got)}"
-        )
+        optimized_source = prepare_source(optimized, scratch, "optimized")
+        original_source = prepare_source(original, scratch, "original")
+        want, got, backend, reason = run_both(original_source, optimized_source, feeds)
     exact = backend == REFERENCE
-    for name in want:
-        why = _mismatch(name, got[name], want[name], backend, exact)
-        if why:
-            raise CheckFailedError(f"--check failed: {why}")
-    diffs = {n: d for n in want if (d := _max_abs_diff(got[n], want[n])) is not None}
-    float_types = {_float_type(np.asarray(want[n]).dtype) for n in diffs}
+    diffs = _compare(want, got, backend, exact)
     return CheckResult(
         backend=backend,
         backend_reason=reason,
@@ -405,13 +234,7 @@ def check_equivalence(
         defaulted_dims=defaulted,
         outputs=list(want),
         exact=exact,
-        tolerances={}
-        if exact
-        else {
-            t.name: {"rtol": r, "atol": a}
-            for t, (r, a) in FLOAT_TOLERANCES.items()
-            if t in float_types
-        },
+        tolerances={} if exact else _tolerances_applied(want, diffs),
         max_abs_diff=diffs,
         seconds=time.perf_counter() - start,
     )

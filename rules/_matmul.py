@@ -1,7 +1,8 @@
 """MatMul with an exact identity operand -> the other operand: the shared matching logic.
 
 ``matmul_int_identity`` (exact) and ``matmul_float_identity`` (relaxed) differ only in
-which element types they accept; both subclass :class:`MatMulIdentityBase`.
+which element types they accept (:data:`INTEGER_TYPES` or :data:`FLOAT_TYPES`) and in
+their exactness; both subclass :class:`MatMulIdentityBase`.
 """
 
 from __future__ import annotations
@@ -11,9 +12,22 @@ from typing import ClassVar
 import onnx_ir as ir
 from onnxscript.rewriter import MatchResult, RewriteRuleClassBase
 
+from eyefold.core.rule_spec import Phase
 from eyefold.rules._common import constant_tensor, identity_operand, same_dim
 
-__all__ = ["MatMulIdentityBase", "identity_side"]
+__all__ = ["FLOAT_TYPES", "INTEGER_TYPES", "PHASE", "MatMulIdentityBase", "identity_side"]
+
+# The integer types MatMul accepts (bool is not a MatMul type): exact.
+INTEGER_TYPES = frozenset(
+    {ir.DataType.INT32, ir.DataType.INT64, ir.DataType.UINT32, ir.DataType.UINT64}
+)
+# The floating types MatMul accepts: relaxed (IEEE special values, the sign of zero).
+FLOAT_TYPES = frozenset(
+    {ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.BFLOAT16}
+)
+# Both run after folding, so that the identity may also be a constant (a folded EyeLike)
+# of the rule's types: their specs pass the types as constant_dtypes.
+PHASE: Phase = "after-fold"
 
 
 def _contracted_dim(other: ir.Value, identity_on_right: bool) -> int | ir.SymbolicDim | None:

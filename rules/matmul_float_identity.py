@@ -27,7 +27,7 @@ from typing import ClassVar
 import onnx_ir as ir
 
 from eyefold.core.rule_spec import RuleSpec
-from eyefold.rules._matmul import MatMulIdentityBase
+from eyefold.rules._matmul import FLOAT_TYPES, PHASE, MatMulIdentityBase
 
 __all__ = ["MatMulFloatIdentity", "rule", "spec"]
 
@@ -35,17 +35,10 @@ __all__ = ["MatMulFloatIdentity", "rule", "spec"]
 class MatMulFloatIdentity(MatMulIdentityBase):
     """Drops a MatMul with an exact identity operand, for floating types (relaxed)."""
 
-    DTYPES: ClassVar[frozenset[ir.DataType]] = frozenset(
-        {ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.BFLOAT16}
-    )
+    DTYPES: ClassVar[frozenset[ir.DataType]] = FLOAT_TYPES
 
 
 rule = MatMulFloatIdentity.rule()
 spec = RuleSpec.declare(
-    __name__,
-    __doc__,
-    rule,
-    exactness="relaxed",
-    phase="after-fold",
-    constant_dtypes=MatMulFloatIdentity.DTYPES,
+    __name__, __doc__, rule, exactness="relaxed", phase=PHASE, constant_dtypes=FLOAT_TYPES
 )

@@ -27,7 +27,7 @@ from typing import ClassVar
 import onnx_ir as ir
 
 from eyefold.core.rule_spec import RuleSpec
-from eyefold.rules._matmul import MatMulIdentityBase
+from eyefold.rules._matmul import INTEGER_TYPES, PHASE, MatMulIdentityBase
 
 __all__ = ["MatMulIntIdentity", "rule", "spec"]
 
@@ -35,17 +35,10 @@ __all__ = ["MatMulIntIdentity", "rule", "spec"]
 class MatMulIntIdentity(MatMulIdentityBase):
     """Drops a MatMul with an exact identity operand, for integer element types."""
 
-    DTYPES: ClassVar[frozenset[ir.DataType]] = frozenset(
-        {ir.DataType.INT32, ir.DataType.INT64, ir.DataType.UINT32, ir.DataType.UINT64}
-    )
+    DTYPES: ClassVar[frozenset[ir.DataType]] = INTEGER_TYPES
 
 
 rule = MatMulIntIdentity.rule()
 spec = RuleSpec.declare(
-    __name__,
-    __doc__,
-    rule,
-    exactness="exact",
-    phase="after-fold",
-    constant_dtypes=MatMulIntIdentity.DTYPES,
+    __name__, __doc__, rule, exactness="exact", phase=PHASE, constant_dtypes=INTEGER_TYPES
 )

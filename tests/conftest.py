@@ -115,9 +115,10 @@ def optimize_onnx_text() -> Callable[..., tuple[object, object, object]]:
 
 
 def _sibling_test_module(name: str) -> ModuleType:
-    """The test module ``name`` of this folder, as pytest imports it (``tests.<name>``).
+    """The module ``name`` of this folder, as pytest imports it (``tests.<name>``).
 
-    Lets one test reuse another's model builders and cases without copying them.
+    Lets one test reuse another's (or a shared helper module's) model builders and cases
+    without copying them.
     """
     qualified = f"tests.{name}"
     if qualified not in sys.modules:
@@ -140,3 +141,10 @@ def hostile_files() -> ModuleType:
 def fuzz_graphs() -> ModuleType:
     """``tests/test_fuzz_graphs.py``: its ``models()`` strategy and targeted models."""
     return _sibling_test_module("test_fuzz_graphs")
+
+
+@pytest.fixture(scope="session")
+def upgrade_models() -> ModuleType:
+    """``tests/upgrade_models.py``: ``corpus_model()`` and the other models of the opset
+    upgrade tests, written in each source opset's own form."""
+    return _sibling_test_module("upgrade_models")

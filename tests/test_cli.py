@@ -9,16 +9,19 @@ import io
 import json
 import os
 import pty
+import re
 import select
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 import onnx
 import pytest
+from onnx import TensorProto, helper
 
 import eyefold
 from eyefold import kernel, optimize_with_report
@@ -514,6 +517,73 @@ def test_check_failure_writes_nothing(
     assert sorted(p.name for p in tmp_path.iterdir()) == [name]
     # Without --check the broken fold would have been written: the check is what stops it.
     assert main(["optimize", str(model), str(output), "-q"]) == 0
+
+
+# --- opset upgrades -------------------------------------------------------------------
+
+
+def default_opset(path: Path) -> int:
+    """The default-domain opset the model file at ``path`` imports."""
+    model = onnx.load(str(path))
+    return next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+
+
+def test_cli_upgrade_failure_exits_1_and_writes_nothing(
+    tmp_path: Path, upgrade_models: ModuleType
+) -> None:
+    source = tmp_path / "bad.onnx"
+    onnx.save(upgrade_models.unsqueeze_with_axes_attribute_at_13(), source)
+    out = tmp_path / "out.onnx"
+    completed = run("optimize", str(source), str(out))
+    assert completed.returncode == 1
+    assert completed.stderr.startswith("eyefold: error: ")
+    assert re.search(r"opset 13 to 22.*Unsqueeze.*--no-upgrade", completed.stderr)
+    assert "Traceback" not in completed.stderr and completed.stderr.count("\n") == 1
+    assert not out.exists()
+    # With --no-upgrade the opset is kept and nothing needs converting.
+    kept = run("optimize", str(source), str(out), "--no-upgrade", "-q")
+    assert kept.returncode == 0, kept.stderr
+    assert default_opset(out) == 13
+
+
+def test_eyelike_with_dtype_on_an_untyped_input_does_not_crash_onnx(
+    tmp_path: Path, upgrade_models: ModuleType
+) -> None:
+    # onnx's shape inference (which its converter and checker run) segfaults on such an
+    # EyeLike; the upgrade hands onnx stand-ins only. A subprocess shows a crash as -11.
+    nodes = [
+        helper.make_node("Opaque", ["x"], ["u"], domain="pkg.custom"),
+        helper.make_node("EyeLike", ["u"], ["y"], dtype=TensorProto.FLOAT),
+    ]
+    float_info = upgrade_models.float_info
+    graph = helper.make_graph(
+        nodes, "untyped", [float_info("x", [3, 3])], [float_info("y", [3, 3])]
+    )
+    opsets = [helper.make_opsetid("", 11), helper.make_opsetid("pkg.custom", 1)]
+    source = tmp_path / "untyped.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=opsets), source)
+    out = tmp_path / "out.onnx"
+    completed = run("optimize", str(source), str(out), "-q")
+    assert completed.returncode == 0, completed.stderr
+    upgraded = onnx.load(out)
+    assert default_opset(out) == 22
+    (eye,) = [n for n in upgraded.graph.node if n.op_type == "EyeLike"]
+    assert helper.get_attribute_value(eye.attribute[0]) == TensorProto.FLOAT
+    kept = run("optimize", str(source), str(out), "-q", "--no-upgrade")
+    assert kept.returncode == 0, kept.stderr
+    assert default_opset(out) == 11
+
+
+def test_cli_target_opset_and_report(tmp_path: Path, upgrade_models: ModuleType) -> None:
+    source = tmp_path / "chain.onnx"
+    onnx.save(upgrade_models.torch_eye_chain(9), source)
+    out, report = tmp_path / "out.onnx", tmp_path / "report.json"
+    assert main(["optimize", str(source), str(out), "--target-opset", "21",
+                 "--report", str(report), "-q"]) == 0  # fmt: skip
+    data = json.loads(report.read_text())
+    assert data["opset"] == {"before": 9, "after": 21}
+    assert data["eyelike"]["folded"] == 1
+    assert default_opset(out) == 21
 
 
 # --- terminals: colour and progress ---------------------------------------------------

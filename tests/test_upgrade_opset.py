@@ -3,23 +3,19 @@
 The corpus models are written in each source opset's own form (axes as attributes before
 13, Clip bounds as attributes before 11, Softmax flattening before 13...), mix them with
 EyeLike, an If subgraph and a model-local function, and are compared with their upgraded
-versions under onnx's reference evaluator and onnxruntime.
+versions under onnx's reference evaluator and onnxruntime. The models come from
+``tests/upgrade_models.py`` (the ``upgrade_models`` fixture); the command-line runs of the
+upgrade are in ``tests/test_cli.py``.
 """
 
 from __future__ import annotations
-
-import dataclasses
-import json
-import re
-import subprocess
-import sys
 
 import numpy as np
 import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import eyefold
@@ -30,188 +26,6 @@ from eyefold.passes import UpgradeOpsetPass, default_pipeline
 from eyefold.passes.upgrade_opset import min_ir_version
 
 NEWEST = onnx.defs.onnx_opset_version()
-FUNCTION_DOMAIN = "pkg.corpus"
-
-
-# ---------------------------------------------------------------- corpus builders
-
-
-@dataclasses.dataclass
-class _Builder:
-    """Collects nodes written in the form ``opset`` expects."""
-
-    opset: int
-    nodes: list[onnx.NodeProto] = dataclasses.field(default_factory=list)
-    initializers: list[onnx.TensorProto] = dataclasses.field(default_factory=list)
-
-    def add(self, op: str, inputs: list[str], outputs: list[str], **attrs: object) -> None:
-        self.nodes.append(helper.make_node(op, inputs, outputs, **attrs))
-
-    def const(self, name: str, array: np.ndarray) -> str:
-        self.initializers.append(numpy_helper.from_array(array, name))
-        return name
-
-    def axes_op(self, op: str, x: str, out: str, axes: list[int], **attrs: object) -> None:
-        """Unsqueeze/Squeeze/ReduceSum: axes attribute before 13, input from 13."""
-        if self.opset < 13:
-            self.add(op, [x], [out], axes=axes, **attrs)
-        else:
-            axes_name = self.const(f"{out}_axes", np.array(axes, dtype=np.int64))
-            self.add(op, [x, axes_name], [out], **attrs)
-
-    def clip(self, x: str, out: str, low: float, high: float) -> None:
-        if self.opset < 11:
-            self.add("Clip", [x], [out], min=low, max=high)
-        else:
-            low_name = self.const(f"{out}_min", np.array(low, dtype=np.float32))
-            high_name = self.const(f"{out}_max", np.array(high, dtype=np.float32))
-            self.add("Clip", [x, low_name, high_name], [out])
-
-    def split(self, x: str, outs: list[str], axis: int, sizes: list[int]) -> None:
-        if self.opset < 13:
-            self.add("Split", [x], outs, axis=axis, split=sizes)
-        else:
-            sizes_name = self.const(f"{outs[0]}_split", np.array(sizes, dtype=np.int64))
-            self.add("Split", [x, sizes_name], outs, axis=axis)
-
-    def pad(self, x: str, out: str, pads: list[int], value: float) -> None:
-        if self.opset < 11:
-            self.add("Pad", [x], [out], pads=pads, value=value, mode="constant")
-        else:
-            pads_name = self.const(f"{out}_pads", np.array(pads, dtype=np.int64))
-            value_name = self.const(f"{out}_value", np.array(value, dtype=np.float32))
-            self.add("Pad", [x, pads_name, value_name], [out], mode="constant")
-
-    def resize(self, x: str, out: str, scales: list[float], mode: str) -> None:
-        scales_name = self.const(f"{out}_scales", np.array(scales, dtype=np.float32))
-        if self.opset < 10:
-            self.add("Upsample", [x, scales_name], [out], mode=mode)
-        elif self.opset == 10:
-            self.add("Resize", [x, scales_name], [out], mode=mode)
-        else:
-            roi = self.const(f"{out}_roi", np.array([], dtype=np.float32))
-            self.add("Resize", [x, roi, scales_name], [out], mode=mode)
-
-    def dropout(self, x: str, out: str) -> None:
-        if self.opset < 12:
-            self.add("Dropout", [x], [out], ratio=0.25)
-        else:
-            self.add("Dropout", [x], [out])
-
-
-def _float(name: str, shape: list[int | str] | None) -> onnx.ValueInfoProto:
-    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
-
-
-def _function(opset: int) -> onnx.FunctionProto:
-    """pkg.corpus::EyeSum(a) = ReduceSum(Unsqueeze(EyeLike(a, k=1)), axes=[1]) * a."""
-    body = _Builder(opset)
-    body.add("EyeLike", ["a"], ["fn_eye"], k=1)
-    body.axes_op("Unsqueeze", "fn_eye", "eye3", [0])
-    body.axes_op("ReduceSum", "eye3", "rows", [1], keepdims=0)
-    body.add("Mul", ["rows", "a"], ["out"])
-    # Function bodies cannot hold initializers: turn the builder's into Constant nodes.
-    constants = [
-        helper.make_node("Constant", [], [tensor.name], value=tensor)
-        for tensor in body.initializers
-    ]
-    return helper.make_function(
-        FUNCTION_DOMAIN,
-        "EyeSum",
-        ["a"],
-        ["out"],
-        constants + body.nodes,
-        [helper.make_opsetid("", opset)],
-    )
-
-
-def _if_branches(opset: int) -> tuple[onnx.GraphProto, onnx.GraphProto]:
-    """then: Squeeze(Unsqueeze(EyeLike(m, k=-1))); else: Softmax(m) (axis semantics)."""
-    then = _Builder(opset)
-    then.add("EyeLike", ["m"], ["then_eye"], k=-1)
-    then.axes_op("Unsqueeze", "then_eye", "then_3d", [0])
-    then.axes_op("Squeeze", "then_3d", "then_out", [0])
-    other = _Builder(opset)
-    other.add("Softmax", ["m"], ["else_out"], axis=0)
-    graphs = []
-    for name, builder, out in ((("then", then, "then_out")), ("else", other, "else_out")):
-        # Branch constants as Constant nodes (they are local to the branch).
-        constants = [
-            helper.make_node("Constant", [], [t.name], value=t) for t in builder.initializers
-        ]
-        graphs.append(
-            helper.make_graph(constants + builder.nodes, name, [], [_float(out, [4, 4])])
-        )
-    return graphs[0], graphs[1]
-
-
-def corpus_model(opset: int) -> onnx.ModelProto:
-    """EyeLike mixed with every op whose form changed between ``opset`` and 22."""
-    b = _Builder(opset)
-    b.add("EyeLike", ["m"], ["eye"])  # no dtype: takes the input's type
-    b.add("EyeLike", ["m"], ["eye_int"], k=2, dtype=TensorProto.INT64)
-    b.axes_op("Unsqueeze", "eye", "eye_3d", [0])
-    b.axes_op("Squeeze", "eye_3d", "eye_2d", [0])
-    b.axes_op("ReduceSum", "x", "x_sum", [1], keepdims=1)
-    b.clip("x", "x_clip", -0.5, 0.5)
-    b.split("x", ["x_a", "x_b"], 1, [1, 2])
-    b.pad("x_a", "x_pad", [0, 0, 1, 1, 0, 0, 1, 1], 0.5)
-    b.add("Softmax", ["x"], ["x_soft"], axis=1)  # flattens C*H*W before 13, C only after
-    b.resize("x", "x_big", [1.0, 1.0, 2.0, 2.0], "nearest")
-    scale, bias, mean, var = (
-        b.const(n, np.linspace(0.5, 1.5, 3, dtype=np.float32) + i)
-        for i, n in enumerate(["bn_scale", "bn_bias", "bn_mean", "bn_var"])
-    )
-    b.add("BatchNormalization", ["x", scale, bias, mean, var], ["x_bn"], epsilon=1e-3)
-    b.dropout("x_bn", "x_drop")
-    then_branch, else_branch = _if_branches(opset)
-    b.add("If", ["cond"], ["branch"], then_branch=then_branch, else_branch=else_branch)
-    b.nodes.append(helper.make_node("EyeSum", ["m"], ["fn_out"], domain=FUNCTION_DOMAIN))
-    outputs = [
-        _float("eye_2d", [4, 4]),
-        helper.make_tensor_value_info("eye_int", TensorProto.INT64, [4, 4]),
-        _float("x_sum", [2, 1, 4, 4]),
-        _float("x_clip", [2, 3, 4, 4]),
-        _float("x_b", [2, 2, 4, 4]),
-        _float("x_pad", [2, 1, 6, 6]),
-        _float("x_soft", [2, 3, 4, 4]),
-        _float("x_big", [2, 3, 8, 8]),
-        _float("x_drop", [2, 3, 4, 4]),
-        _float("branch", [4, 4]),
-        _float("fn_out", [4, 4]),
-    ]
-    graph = helper.make_graph(
-        b.nodes,
-        f"corpus_{opset}",
-        [
-            _float("x", [2, 3, 4, 4]),
-            _float("m", [4, 4]),
-            helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
-        ],
-        outputs,
-        b.initializers,
-    )
-    return helper.make_model(
-        graph,
-        opset_imports=[
-            helper.make_opsetid("", opset),
-            helper.make_opsetid(FUNCTION_DOMAIN, 1),
-        ],
-        ir_version=onnx.helper.find_min_ir_version_for([helper.make_opsetid("", opset)]),
-        functions=[_function(opset)],
-    )
-
-
-def resize_model(
-    opset: int, scales: list[float], mode: str, shapes: tuple[list[int], list[int]]
-) -> onnx.ModelProto:
-    """One Upsample (opset 9) or Resize of x (shape ``shapes[0]``) to y (``shapes[1]``)."""
-    b = _Builder(opset)
-    b.resize("x", "y", scales, mode)
-    graph = helper.make_graph(
-        b.nodes, "resize", [_float("x", shapes[0])], [_float("y", shapes[1])], b.initializers
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
 # ---------------------------------------------------------------- helpers
@@ -321,8 +135,8 @@ def _opset(model: onnx.ModelProto, domain: str = "") -> int:
 
 @pytest.mark.parametrize("target", [22, NEWEST], ids=["to22", f"to{NEWEST}"])
 @pytest.mark.parametrize("source", [9, 11, 13, 17, 21], ids=lambda s: f"opset{s}")
-def test_corpus_converts_validates_and_matches(source, target):
-    original = corpus_model(source)
+def test_corpus_converts_validates_and_matches(source, target, upgrade_models):
+    original = upgrade_models.corpus_model(source)
     onnx.checker.check_model(original)
     upgraded, modified = _upgrade(original, target)
     assert modified
@@ -349,9 +163,9 @@ def test_corpus_converts_validates_and_matches(source, target):
 
 
 @pytest.mark.parametrize("source", [9, 10], ids=["Upsample-9", "Resize-10"])
-def test_linear_resize_keeps_its_coordinates_under_onnxruntime(source):
+def test_linear_resize_keeps_its_coordinates_under_onnxruntime(source, upgrade_models):
     # Linear Upsample (9) / Resize (10) map y to y / scale, which Resize-11+ must keep.
-    original = resize_model(
+    original = upgrade_models.resize_model(
         source, [1.0, 1.0, 3.0, 2.5], "linear", ([1, 2, 5, 7], [1, 2, 15, 17])
     )
     upgraded, modified = _upgrade(original, 22)
@@ -369,12 +183,14 @@ def test_linear_resize_keeps_its_coordinates_under_onnxruntime(source):
     assert not np.allclose(plain_out[0], expected[0])
 
 
-def test_nearest_resize_with_mixed_scales_is_a_clear_error():
-    mixed = resize_model(10, [1.0, 1.0, 2.0, 0.5], "nearest", ([1, 1, 4, 4], [1, 1, 8, 2]))
+def test_nearest_resize_with_mixed_scales_is_a_clear_error(upgrade_models):
+    mixed = upgrade_models.resize_model(
+        10, [1.0, 1.0, 2.0, 0.5], "nearest", ([1, 1, 4, 4], [1, 1, 8, 2])
+    )
     with pytest.raises(UpgradeError, match=r"rounds down.*--no-upgrade"):
         _upgrade(mixed, 22)
     # Enlarging every axis maps exactly (see the corpus); only the mixed case is refused.
-    enlarging = resize_model(
+    enlarging = upgrade_models.resize_model(
         10, [1.0, 1.0, 2.0, 3.0], "nearest", ([1, 1, 4, 4], [1, 1, 8, 12])
     )
     upgraded, _ = _upgrade(enlarging, 22)
@@ -384,22 +200,8 @@ def test_nearest_resize_with_mixed_scales_is_a_clear_error():
     )
 
 
-def _spell_default_domain(model: onnx.ModelProto, spelling: str) -> onnx.ModelProto:
-    """A copy whose model opset import names the default domain ``spelling``.
-
-    Nodes keep domain "" and functions the short spelling: onnx's checker accepts only ""
-    on nodes, and at ir_version 10 only "" in a function's imports.
-    """
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    for opset in copy.opset_import:
-        if opset.domain in ("", "ai.onnx"):
-            opset.domain = spelling
-    return copy
-
-
-def test_default_domain_spelled_ai_onnx():
-    original = _spell_default_domain(corpus_model(11), "ai.onnx")
+def test_default_domain_spelled_ai_onnx(upgrade_models):
+    original = upgrade_models.spell_default_domain(upgrade_models.corpus_model(11), "ai.onnx")
     upgraded, modified = _upgrade(original, 22)
     assert modified
     assert _opset(upgraded, "ai.onnx") == 22
@@ -408,7 +210,8 @@ def test_default_domain_spelled_ai_onnx():
     _full_check(upgraded)
     # The reference evaluator knows only the short spelling; onnxruntime takes both.
     runtimes = _assert_same_outputs(
-        _spell_default_domain(original, ""), _spell_default_domain(upgraded, "")
+        upgrade_models.spell_default_domain(original, ""),
+        upgrade_models.spell_default_domain(upgraded, ""),
     )
     assert "onnxruntime" in runtimes
     feeds = _feeds(original)
@@ -422,8 +225,8 @@ def test_default_domain_spelled_ai_onnx():
 
 
 @pytest.mark.parametrize("opset", [22, NEWEST], ids=["opset22", "newest"])
-def test_models_at_or_above_the_target_are_left_unchanged(opset):
-    original = corpus_model(21)
+def test_models_at_or_above_the_target_are_left_unchanged(opset, upgrade_models):
+    original = upgrade_models.corpus_model(21)
     upgraded_once, _ = _upgrade(original, opset)
     before = upgraded_once.SerializeToString(deterministic=True)
     again, modified = _upgrade(upgraded_once, 22)
@@ -435,11 +238,11 @@ def test_models_at_or_above_the_target_are_left_unchanged(opset):
     assert upgraded_once.SerializeToString(deterministic=True) == before
 
 
-def test_upgrade_is_idempotent_and_deterministic():
-    first, _ = _upgrade(corpus_model(9), 22)
+def test_upgrade_is_idempotent_and_deterministic(upgrade_models):
+    first, _ = _upgrade(upgrade_models.corpus_model(9), 22)
     second, modified = _upgrade(first, 22)
     assert not modified
-    repeat, _ = _upgrade(corpus_model(9), 22)
+    repeat, _ = _upgrade(upgrade_models.corpus_model(9), 22)
     assert first.SerializeToString(deterministic=True) == repeat.SerializeToString(
         deterministic=True
     )
@@ -448,19 +251,19 @@ def test_upgrade_is_idempotent_and_deterministic():
     )
 
 
-def test_ir_version_is_raised_to_the_minimum_and_never_lowered():
-    low = corpus_model(13)
+def test_ir_version_is_raised_to_the_minimum_and_never_lowered(upgrade_models):
+    low = upgrade_models.corpus_model(13)
     assert low.ir_version < 10
     upgraded, _ = _upgrade(low, 22)
     assert upgraded.ir_version == 10  # what opset 22 needs, not the newest onnx knows
-    high = corpus_model(13)
+    high = upgrade_models.corpus_model(13)
     high.ir_version = 11
     upgraded_high, _ = _upgrade(high, 22)
     assert upgraded_high.ir_version == 11
 
 
-def test_unchanged_nodes_and_weights_are_kept_not_copied():
-    model = ir.serde.deserialize_model(corpus_model(9))
+def test_unchanged_nodes_and_weights_are_kept_not_copied(upgrade_models):
+    model = ir.serde.deserialize_model(upgrade_models.corpus_model(9))
     weight = np.arange(4096, dtype=np.float32).reshape(64, 64)  # over the inline limit
     weight_value = ir.Value(name="big_w", const_value=ir.tensor(weight, name="big_w"))
     model.graph.register_initializer(weight_value)
@@ -503,36 +306,8 @@ def test_model_over_2gib_upgrades_without_touching_its_weights():
         assert node.inputs[1].producer().op_type == "Constant"
 
 
-def test_loop_body_is_upgraded():
-    body = _Builder(9)
-    body.axes_op("Unsqueeze", "acc", "acc_3d", [0])
-    body.axes_op("ReduceSum", "acc_3d", "acc_2d", [0], keepdims=0)
-    body.add("EyeLike", ["acc_2d"], ["eye"], k=1)
-    body.add("Add", ["acc_2d", "eye"], ["acc_out"])
-    body.add("Identity", ["cond"], ["cond_out"])
-    bool_scalar = helper.make_tensor_value_info("cond", TensorProto.BOOL, [])
-    loop_body = helper.make_graph(
-        body.nodes,
-        "body",
-        [helper.make_tensor_value_info("i", TensorProto.INT64, []), bool_scalar,
-         _float("acc", [3, 3])],
-        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
-         _float("acc_out", [3, 3])],
-    )  # fmt: skip
-    loop = helper.make_node("Loop", ["trips", "go", "x"], ["y"], body=loop_body)
-    go = numpy_helper.from_array(np.array(True), "go")
-    trips = numpy_helper.from_array(np.array(3, dtype=np.int64), "trips")
-    graph = helper.make_graph(
-        [
-            helper.make_node("Constant", [], ["go"], value=go),
-            helper.make_node("Constant", [], ["trips"], value=trips),
-            loop,
-        ],
-        "loop",
-        [_float("x", [3, 3])],
-        [_float("y", [3, 3])],
-    )
-    original = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)])
+def test_loop_body_is_upgraded(upgrade_models):
+    original = upgrade_models.loop_model()
     upgraded, modified = _upgrade(original, 22)
     assert modified
     _full_check(upgraded)
@@ -541,31 +316,8 @@ def test_loop_body_is_upgraded():
     assert _assert_same_outputs(original, upgraded) == {"reference", "onnxruntime"}
 
 
-def _large_constant_model() -> onnx.ModelProto:
-    """Weights as Constant nodes (over the inline limit) in the main graph and a function."""
-    weight = np.linspace(-1, 1, 64 * 64, dtype=np.float32).reshape(64, 64)
-    main = _Builder(11)
-    main.add("Constant", [], ["w"], value=numpy_helper.from_array(weight, "w"))
-    main.add("MatMul", ["x", "w"], ["xw"])
-    main.axes_op("ReduceSum", "xw", "rows", [1], keepdims=1)
-    main.nodes.append(helper.make_node("Bias", ["rows"], ["y"], domain=FUNCTION_DOMAIN))
-    body = _Builder(11)
-    body.add("Constant", [], ["b"], value=numpy_helper.from_array(weight.T.copy(), "b"))
-    body.axes_op("Unsqueeze", "b", "b3", [0])
-    body.axes_op("Squeeze", "b3", "b2", [0])
-    body.add("Add", ["a", "b2"], ["out"])
-    function = helper.make_function(
-        FUNCTION_DOMAIN, "Bias", ["a"], ["out"], body.nodes, [helper.make_opsetid("", 11)]
-    )
-    graph = helper.make_graph(
-        main.nodes, "constants", [_float("x", [64, 64])], [_float("y", [64, 64])]
-    )
-    opsets = [helper.make_opsetid("", 11), helper.make_opsetid(FUNCTION_DOMAIN, 1)]
-    return helper.make_model(graph, opset_imports=opsets, functions=[function])
-
-
-def test_large_constant_nodes_are_kept_as_they_are():
-    original = _large_constant_model()
+def test_large_constant_nodes_are_kept_as_they_are(upgrade_models):
+    original = upgrade_models.large_constant_model()
     model = ir.serde.deserialize_model(original)
     main_constant = model.graph.node(0)
     function_constant = next(iter(model.functions.values())).graph.node(0)
@@ -584,15 +336,10 @@ def test_large_constant_nodes_are_kept_as_they_are():
 # ---------------------------------------------------------------- EyeLike specifics
 
 
-def _bfloat16_eyelike_model(opset: int) -> onnx.ModelProto:
-    nodes = [helper.make_node("EyeLike", ["m"], ["y"], k=1, dtype=TensorProto.BFLOAT16)]
-    y = helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [3, 5])
-    graph = helper.make_graph(nodes, "bf16", [_float("m", [3, 5])], [y])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-
-
-def test_bfloat16_eyelike_below_22_folds_after_the_upgrade(assert_bit_identical):
-    model = _bfloat16_eyelike_model(13)
+def test_bfloat16_eyelike_below_22_folds_after_the_upgrade(
+    assert_bit_identical, upgrade_models
+):
+    model = upgrade_models.bfloat16_eyelike_model(13)
     result = eyefold.optimize_with_report(model)
     optimized = result.model
     assert _opset(optimized) == 22
@@ -601,29 +348,34 @@ def test_bfloat16_eyelike_below_22_folds_after_the_upgrade(assert_bit_identical)
     assert "EyeLike" not in {n.op_type for n in optimized.graph.node}
     _full_check(optimized)
     feeds = _feeds(model)
-    (want,) = ReferenceEvaluator(_bfloat16_eyelike_model(22)).run(None, feeds)
+    (want,) = ReferenceEvaluator(upgrade_models.bfloat16_eyelike_model(22)).run(None, feeds)
     (got,) = ReferenceEvaluator(optimized).run(None, feeds)
     assert_bit_identical(got, want)
 
 
-def test_bfloat16_eyelike_below_22_without_upgrade_is_a_clear_error():
+def test_bfloat16_eyelike_below_22_without_upgrade_is_a_clear_error(upgrade_models):
     with pytest.raises(UnsupportedDtypeError, match="needs EyeLike-22"):
-        eyefold.optimize(_bfloat16_eyelike_model(13), upgrade=False)
+        eyefold.optimize(upgrade_models.bfloat16_eyelike_model(13), upgrade=False)
     with pytest.raises(UnsupportedDtypeError, match="needs EyeLike-22"):
-        eyefold.optimize(_bfloat16_eyelike_model(13), target_opset=21)
+        eyefold.optimize(upgrade_models.bfloat16_eyelike_model(13), target_opset=21)
 
 
-def test_eyelike_below_opset_9_is_a_clear_error():
-    model = _bfloat16_eyelike_model(8)
+def test_eyelike_below_opset_9_is_a_clear_error(upgrade_models):
+    model = upgrade_models.bfloat16_eyelike_model(8)
     with pytest.raises(InvalidModelError, match=r"EyeLike exists from opset 9.*opset 8"):
         _upgrade(model, 22)
     with pytest.raises(InvalidModelError, match="EyeLike exists from opset 9"):
         eyefold.optimize(model, upgrade=False)
 
 
-def test_opset_8_model_without_eyelike_is_upgraded():
+def test_opset_8_model_without_eyelike_is_upgraded(upgrade_models):
     nodes = [helper.make_node("Relu", ["x"], ["y"])]
-    graph = helper.make_graph(nodes, "old", [_float("x", [2, 2])], [_float("y", [2, 2])])
+    graph = helper.make_graph(
+        nodes,
+        "old",
+        [upgrade_models.float_info("x", [2, 2])],
+        [upgrade_models.float_info("y", [2, 2])],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 8)])
     upgraded, modified = _upgrade(model, 22)
     assert modified and _opset(upgraded) == 22
@@ -631,26 +383,8 @@ def test_opset_8_model_without_eyelike_is_upgraded():
     _assert_same_outputs(model, upgraded)
 
 
-def torch_eye_chain(opset: int) -> onnx.ModelProto:
-    """torch.onnx's eye(n) chain, n = x.size(1), in the form of ``opset``."""
-    b = _Builder(opset)
-    b.add("Shape", ["x"], ["shape"])
-    index = b.const("gather_index", np.array(1, dtype=np.int64))
-    b.add("Gather", ["shape", index], ["n"], axis=0)
-    b.axes_op("Unsqueeze", "n", "dim", [0])
-    b.add("Concat", ["dim", "dim"], ["eye_shape"], axis=0)
-    zero = numpy_helper.from_array(np.array([0.0], dtype=np.float32), "zero")
-    b.add("ConstantOfShape", ["eye_shape"], ["zeros"], value=zero)
-    b.add("EyeLike", ["zeros"], ["eye"])
-    b.add("MatMul", ["x", "eye"], ["y"])
-    graph = helper.make_graph(
-        b.nodes, "chain", [_float("x", [8, 16])], [_float("y", [8, 16])], b.initializers
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-
-
-def test_torch_eye_chain_at_opset_9_folds_only_with_the_upgrade():
-    model = torch_eye_chain(9)
+def test_torch_eye_chain_at_opset_9_folds_only_with_the_upgrade(upgrade_models):
+    model = upgrade_models.torch_eye_chain(9)
     upgraded = eyefold.optimize_with_report(model)
     assert [n.action for n in upgraded.report.nodes] == ["folded"]
     assert "EyeLike" not in {n.op_type for n in upgraded.model.graph.node}
@@ -664,24 +398,22 @@ def test_torch_eye_chain_at_opset_9_folds_only_with_the_upgrade():
 # ---------------------------------------------------------------- errors
 
 
-def _unsqueeze_with_axes_attribute_at_13() -> onnx.ModelProto:
-    """Invalid already at 13 (axes is an input there); the upgrade cannot make it valid."""
-    nodes = [helper.make_node("Unsqueeze", ["x"], ["y"], axes=[0])]
-    graph = helper.make_graph(nodes, "bad", [_float("x", [2])], [_float("y", [1, 2])])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-
-
-def test_converter_rejecting_the_model_is_an_error_and_leaves_the_model_alone():
-    model = ir.serde.deserialize_model(_unsqueeze_with_axes_attribute_at_13())
+def test_converter_rejecting_the_model_is_an_error_and_leaves_the_model_alone(upgrade_models):
+    model = ir.serde.deserialize_model(upgrade_models.unsqueeze_with_axes_attribute_at_13())
     before = ir.serde.serialize_model(model).SerializeToString(deterministic=True)
     with pytest.raises(UpgradeError, match=r"opset 13 to 22.*Unsqueeze.*--no-upgrade"):
         UpgradeOpsetPass(22)(model)
     assert ir.serde.serialize_model(model).SerializeToString(deterministic=True) == before
 
 
-def test_model_invalid_before_the_upgrade_is_not_blamed_on_it():
+def test_model_invalid_before_the_upgrade_is_not_blamed_on_it(upgrade_models):
     nodes = [helper.make_node("Relu", ["x"], ["y"], not_an_attribute=1)]
-    graph = helper.make_graph(nodes, "bad_attr", [_float("x", [2])], [_float("y", [2])])
+    graph = helper.make_graph(
+        nodes,
+        "bad_attr",
+        [upgrade_models.float_info("x", [2])],
+        [upgrade_models.float_info("y", [2])],
+    )
     model = ir.serde.deserialize_model(
         helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
     )
@@ -695,9 +427,14 @@ def test_model_invalid_before_the_upgrade_is_not_blamed_on_it():
     assert UpgradeOpsetPass(22)(model).modified
 
 
-def test_converter_failure_names_the_op_and_leaves_the_model_alone():
+def test_converter_failure_names_the_op_and_leaves_the_model_alone(upgrade_models):
     nodes = [helper.make_node("NotAnOnnxOp", ["x"], ["y"])]
-    graph = helper.make_graph(nodes, "unknown", [_float("x", [2])], [_float("y", [2])])
+    graph = helper.make_graph(
+        nodes,
+        "unknown",
+        [upgrade_models.float_info("x", [2])],
+        [upgrade_models.float_info("y", [2])],
+    )
     model = ir.serde.deserialize_model(
         helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
     )
@@ -707,78 +444,14 @@ def test_converter_failure_names_the_op_and_leaves_the_model_alone():
     assert ir.serde.serialize_model(model).SerializeToString(deterministic=True) == before
 
 
-def _grid_sample_nodes(x: str, out: str) -> list[onnx.NodeProto]:
-    """GridSample-19 (mode "bilinear", renamed "linear" at 20) of a [3, 4] ``x``."""
-    tensors = {
-        "shape4": np.array([1, 1, 3, 4], dtype=np.int64),
-        "shape2": np.array([3, 4], dtype=np.int64),
-        "grid": np.linspace(-0.8, 0.8, 24, dtype=np.float32).reshape(1, 3, 4, 2),
-    }
-    constants = [
-        helper.make_node("Constant", [], [name], value=numpy_helper.from_array(array, name))
-        for name, array in tensors.items()
-    ]
-    return [
-        *constants,
-        helper.make_node("Reshape", [x, "shape4"], ["x4"]),
-        helper.make_node("GridSample", ["x4", "grid"], ["sampled"], mode="bilinear"),
-        helper.make_node("Reshape", ["sampled", "shape2"], [out]),
-    ]
-
-
-def _reference(name: str, attr_type: int) -> onnx.AttributeProto:
-    """An attribute taking the value of the function attribute of the same name."""
-    reference = onnx.AttributeProto(name=name, ref_attr_name=name)
-    reference.type = attr_type
-    return reference
-
-
-def _single_input_function(
-    name: str, nodes: list[onnx.NodeProto], opset: int, attributes: list[str]
-) -> onnx.FunctionProto:
-    """pkg.corpus::name(a) -> out, importing the default domain at ``opset``."""
-    return helper.make_function(
-        FUNCTION_DOMAIN,
-        name,
-        ["a"],
-        ["out"],
-        nodes,
-        [helper.make_opsetid("", opset)],
-        attributes,
-    )
-
-
-def _function_with_reference(
-    op: str, attr: str, opset: int, *, grid_sample: bool = False
-) -> onnx.ModelProto:
-    """A function whose ``op`` takes ``attr`` from the function's own attribute.
-
-    ``grid_sample`` puts a GridSample-19 first, for which onnxscript's converter has an
-    adapter (so that converter handles the body).
-    """
-    prefix = _grid_sample_nodes("a", "a_sampled") if grid_sample else []
-    node = helper.make_node(op, ["a_sampled" if grid_sample else "a"], ["out"])
-    attr_type = onnx.AttributeProto.FLOAT if op == "Shrink" else onnx.AttributeProto.INT
-    node.attribute.append(_reference(attr, attr_type))
-    function = _single_input_function("Ref", [*prefix, node], opset, [attr])
-    call = helper.make_node("Ref", ["x"], ["y"], domain=FUNCTION_DOMAIN)
-    value = {"Shrink": 0.5, "Cast": TensorProto.FLOAT}.get(op, 0)
-    call.attribute.append(helper.make_attribute(attr, value))
-    graph = helper.make_graph([call], "ref", [_float("x", [3, 4])], [_float("y", [3, 4])])
-    return helper.make_model(
-        graph,
-        opset_imports=[
-            helper.make_opsetid("", opset),
-            helper.make_opsetid(FUNCTION_DOMAIN, 1),
-        ],
-        functions=[function],
-    )
-
-
-def test_function_attribute_reference_on_a_changed_op_is_an_error_naming_the_function():
+def test_function_attribute_reference_on_a_changed_op_is_an_error_naming_the_function(
+    upgrade_models,
+):
     cases = (("Softmax", "axis", 11, False), ("Cast", "to", 19, True))  # both converters
     for op, attr, opset, grid_sample in cases:
-        model = _function_with_reference(op, attr, opset, grid_sample=grid_sample)
+        model = upgrade_models.function_with_reference(
+            op, attr, opset, grid_sample=grid_sample
+        )
         pattern = rf"function pkg\.corpus::Ref.*{op}.*{opset} to 22.*--no-upgrade"
         with pytest.raises(UpgradeError, match=pattern):
             _upgrade(model, 22)
@@ -789,9 +462,13 @@ def test_function_attribute_reference_on_a_changed_op_is_an_error_naming_the_fun
     [(11, False), (19, False), (19, True)],
     ids=["onnx-converter-11", "onnx-converter-19", "onnxscript-converter-19"],
 )
-def test_function_attribute_reference_on_an_unchanged_op_is_kept(opset, grid_sample):
+def test_function_attribute_reference_on_an_unchanged_op_is_kept(
+    opset, grid_sample, upgrade_models
+):
     # Shrink has one version, 9.
-    model = _function_with_reference("Shrink", "bias", opset, grid_sample=grid_sample)
+    model = upgrade_models.function_with_reference(
+        "Shrink", "bias", opset, grid_sample=grid_sample
+    )
     upgraded, modified = _upgrade(model, 22)
     assert modified
     node = upgraded.functions[0].node[-1]
@@ -809,29 +486,9 @@ def test_function_attribute_reference_on_an_unchanged_op_is_kept(opset, grid_sam
     np.testing.assert_allclose(actual[0], expected[0], rtol=1e-6, atol=1e-7)
 
 
-def _group_normalization_model() -> onnx.ModelProto:
-    """GroupNormalization-18: scale and bias per group (21 made them per channel).
-
-    Its input is an intermediate value with no declared shape (onnxscript's adapter needs
-    the channel count).
-    """
-    scale = numpy_helper.from_array(np.array([1.0, 2.0], dtype=np.float32), "scale")
-    bias = numpy_helper.from_array(np.array([0.5, -0.5], dtype=np.float32), "bias")
-    nodes = [
-        helper.make_node("Relu", ["x"], ["x_relu"]),
-        helper.make_node(
-            "GroupNormalization", ["x_relu", "scale", "bias"], ["y"], num_groups=2
-        ),
-    ]
-    graph = helper.make_graph(
-        nodes, "gn", [_float("x", [2, 4, 3])], [_float("y", [2, 4, 3])], [scale, bias]
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
-
-
 @pytest.mark.parametrize("target", [22, NEWEST], ids=["to22", f"to{NEWEST}"])
-def test_group_normalization_18_keeps_its_per_group_scale(target):
-    original = _group_normalization_model()
+def test_group_normalization_18_keeps_its_per_group_scale(target, upgrade_models):
+    original = upgrade_models.group_normalization_model()
     upgraded, modified = _upgrade(original, target)
     assert modified and _opset(upgraded) == target
     _full_check(upgraded)
@@ -846,15 +503,21 @@ def test_group_normalization_18_keeps_its_per_group_scale(target):
         ReferenceEvaluator(plain).run(None, _feeds(original))
 
 
-def test_eyelike_taking_k_and_dtype_from_function_attributes_is_kept():
+def test_eyelike_taking_k_and_dtype_from_function_attributes_is_kept(upgrade_models):
     node = helper.make_node("EyeLike", ["a"], ["out"])
-    node.attribute.extend(_reference(name, onnx.AttributeProto.INT) for name in ("k", "dtype"))
-    function = _single_input_function("Eye", [node], 9, ["k", "dtype"])
-    call = helper.make_node("Eye", ["x"], ["y"], domain=FUNCTION_DOMAIN, k=1)
+    node.attribute.extend(
+        upgrade_models.attribute_reference(name, onnx.AttributeProto.INT)
+        for name in ("k", "dtype")
+    )
+    function = upgrade_models.single_input_function("Eye", [node], 9, ["k", "dtype"])
+    call = helper.make_node("Eye", ["x"], ["y"], domain=upgrade_models.FUNCTION_DOMAIN, k=1)
     call.attribute.append(helper.make_attribute("dtype", TensorProto.DOUBLE))
     y = helper.make_tensor_value_info("y", TensorProto.DOUBLE, [3, 4])
-    graph = helper.make_graph([call], "eye_ref", [_float("x", [3, 4])], [y])
-    opsets = [helper.make_opsetid("", 9), helper.make_opsetid(FUNCTION_DOMAIN, 1)]
+    graph = helper.make_graph([call], "eye_ref", [upgrade_models.float_info("x", [3, 4])], [y])
+    opsets = [
+        helper.make_opsetid("", 9),
+        helper.make_opsetid(upgrade_models.FUNCTION_DOMAIN, 1),
+    ]
     model = helper.make_model(graph, opset_imports=opsets, functions=[function])
     upgraded, modified = _upgrade(model, 22)
     assert modified
@@ -867,11 +530,11 @@ def test_eyelike_taking_k_and_dtype_from_function_attributes_is_kept():
     _assert_same_outputs(model, upgraded)
 
 
-# ---------------------------------------------------------------- pipeline and CLI
+# ---------------------------------------------------------------- pipeline
 
 
-def test_no_upgrade_keeps_the_opset():
-    model = corpus_model(11)
+def test_no_upgrade_keeps_the_opset(upgrade_models):
+    model = upgrade_models.corpus_model(11)
     kept = eyefold.optimize_with_report(model, upgrade=False)
     assert _opset(kept.model) == 11
     assert kept.report.opset_before == kept.report.opset_after == 11
@@ -881,75 +544,13 @@ def test_no_upgrade_keeps_the_opset():
     assert "upgrade" in {s.name for s in upgraded.report.steps}
 
 
-def test_default_pipeline_runs_the_upgrade_first():
+def test_default_pipeline_runs_the_upgrade_first(upgrade_models):
     manager = default_pipeline(PipelineOptions(target_opset=21))
     assert isinstance(manager.passes[0], UpgradeOpsetPass)
-    model = ir.serde.deserialize_model(corpus_model(13))
+    model = ir.serde.deserialize_model(upgrade_models.corpus_model(13))
     manager(model)
     assert model.opset_imports[""] == 21
     assert not any(
         isinstance(p, UpgradeOpsetPass)
         for p in default_pipeline(PipelineOptions(upgrade=False)).passes
     )
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "eyefold", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-
-
-def test_cli_upgrade_failure_exits_1_and_writes_nothing(tmp_path):
-    source = tmp_path / "bad.onnx"
-    onnx.save(_unsqueeze_with_axes_attribute_at_13(), source)
-    out = tmp_path / "out.onnx"
-    completed = _cli("optimize", str(source), str(out))
-    assert completed.returncode == 1
-    assert completed.stderr.startswith("eyefold: error: ")
-    assert re.search(r"opset 13 to 22.*Unsqueeze.*--no-upgrade", completed.stderr)
-    assert "Traceback" not in completed.stderr and completed.stderr.count("\n") == 1
-    assert not out.exists()
-    # With --no-upgrade the opset is kept and nothing needs converting.
-    kept = _cli("optimize", str(source), str(out), "--no-upgrade", "-q")
-    assert kept.returncode == 0, kept.stderr
-    assert _opset(onnx.load(out)) == 13
-
-
-def test_eyelike_with_dtype_on_an_untyped_input_does_not_crash_onnx(tmp_path):
-    # onnx's shape inference (which its converter and checker run) segfaults on such an
-    # EyeLike; the upgrade hands onnx stand-ins only. A subprocess shows a crash as -11.
-    nodes = [
-        helper.make_node("Opaque", ["x"], ["u"], domain="pkg.custom"),
-        helper.make_node("EyeLike", ["u"], ["y"], dtype=TensorProto.FLOAT),
-    ]
-    graph = helper.make_graph(nodes, "untyped", [_float("x", [3, 3])], [_float("y", [3, 3])])
-    opsets = [helper.make_opsetid("", 11), helper.make_opsetid("pkg.custom", 1)]
-    source = tmp_path / "untyped.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=opsets), source)
-    out = tmp_path / "out.onnx"
-    completed = _cli("optimize", str(source), str(out), "-q")
-    assert completed.returncode == 0, completed.stderr
-    upgraded = onnx.load(out)
-    assert _opset(upgraded) == 22
-    (eye,) = [n for n in upgraded.graph.node if n.op_type == "EyeLike"]
-    assert helper.get_attribute_value(eye.attribute[0]) == TensorProto.FLOAT
-    kept = _cli("optimize", str(source), str(out), "-q", "--no-upgrade")
-    assert kept.returncode == 0, kept.stderr
-    assert _opset(onnx.load(out)) == 11
-
-
-def test_cli_target_opset_and_report(tmp_path):
-    from eyefold.cli import main
-
-    source = tmp_path / "chain.onnx"
-    onnx.save(torch_eye_chain(9), source)
-    out, report = tmp_path / "out.onnx", tmp_path / "report.json"
-    assert main(["optimize", str(source), str(out), "--target-opset", "21",
-                 "--report", str(report), "-q"]) == 0  # fmt: skip
-    data = json.loads(report.read_text())
-    assert data["opset"] == {"before": 9, "after": 21}
-    assert data["eyelike"]["folded"] == 1
-    assert _opset(onnx.load(out)) == 21

@@ -1,0 +1,105 @@
+"""The runtime-support cache: one JSON file per runtime version in the user cache folder.
+
+Measuring onnxruntime takes well under a second, but every run that targets it would pay
+that again; the cache keeps the measurement per installed version (``$EYEFOLD_CACHE_DIR``,
+else ``$XDG_CACHE_HOME/eyefold``, else ``~/.cache/eyefold``). A cache file that cannot be
+read or written only costs a new measurement, never the run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pathlib
+import tempfile
+
+import onnx_ir as ir
+
+from eyefold.support_table import CACHE_FORMAT, EYELIKE_VERSIONS, Combination, EyeLikeSupport
+
+__all__ = ["CACHE_DIR_ENV", "cache_dir", "cache_path", "read_cache", "write_cache"]
+
+# The messages keep the logger name of eyefold.runtime_support, which users configure.
+logger = logging.getLogger("eyefold.runtime_support")
+
+CACHE_DIR_ENV = "EYEFOLD_CACHE_DIR"
+
+
+def _decode(rows: list[list[str | None]]) -> frozenset[Combination]:
+    """The combinations :meth:`EyeLikeSupport.to_json` wrote; KeyError on an unknown type."""
+    pairs: set[Combination] = set()
+    for input_name, output_name in rows:
+        assert isinstance(input_name, str)
+        input_type = ir.DataType[input_name]
+        pairs.add((input_type, None if output_name is None else ir.DataType[output_name]))
+    return frozenset(pairs)
+
+
+def cache_dir() -> pathlib.Path:
+    """``$EYEFOLD_CACHE_DIR``, else ``$XDG_CACHE_HOME/eyefold``, else ``~/.cache/eyefold``."""
+    explicit = os.environ.get(CACHE_DIR_ENV)
+    if explicit:
+        return pathlib.Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = pathlib.Path(xdg) if xdg else pathlib.Path.home() / ".cache"
+    return base / "eyefold"
+
+
+def cache_path(runtime: str, version: str) -> pathlib.Path:
+    """Where the measurement of ``runtime`` ``version`` is cached."""
+    safe_version = "".join(c if c.isalnum() or c in ".+-_" else "_" for c in version)
+    return cache_dir() / f"{runtime}-{safe_version}-eyelike.json"
+
+
+def read_cache(runtime: str, version: str) -> EyeLikeSupport | None:
+    """The cached measurement of ``runtime`` ``version``, None when there is none to trust.
+
+    A file written for another version or format, or one that cannot be read, is ignored
+    (and logged) rather than raised: a new measurement replaces it.
+    """
+    path = cache_path(runtime, version)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if (
+            data.get("format") != CACHE_FORMAT
+            or data.get("runtime") != runtime
+            or data.get("version") != version
+        ):
+            logger.info("ignoring %s: written for another version or format", path)
+            return None
+        tables = data["eyelike"]
+        return EyeLikeSupport(
+            runtime=runtime,
+            version=version,
+            source="cache",
+            supported={v: _decode(tables[str(v)]["supported"]) for v in EYELIKE_VERSIONS},
+            native={v: _decode(tables[str(v)]["native"]) for v in EYELIKE_VERSIONS},
+        )
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError, AssertionError) as error:
+        logger.warning("ignoring the unreadable cache file %s (%s)", path, error)
+        return None
+
+
+def write_cache(support: EyeLikeSupport) -> None:
+    """Stores a measurement atomically (a reader never sees half a file); errors are logged."""
+    assert support.version is not None
+    path = cache_path(support.runtime, support.version)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(
+            "w",
+            encoding="utf-8",
+            dir=path.parent,
+            prefix=path.name,
+            suffix=".tmp",
+            delete=False,
+        ) as handle:
+            json.dump(support.to_json(), handle, indent=1)
+            handle.write("\n")
+        os.replace(handle.name, path)
+    except OSError as error:
+        # The measurement is still used; it will just be repeated next time.
+        logger.warning("cannot write the runtime-support cache %s: %s", path, error)
