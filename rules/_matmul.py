@@ -10,12 +10,19 @@ from __future__ import annotations
 from typing import ClassVar
 
 import onnx_ir as ir
-from onnxscript.rewriter import MatchResult, RewriteRuleClassBase
+from onnxscript.rewriter import MatchResult, RewriteRule, RewriteRuleClassBase
 
 from eyefold.core.rule_spec import Phase
 from eyefold.rules._common import constant_tensor, identity_operand, same_dim
 
-__all__ = ["FLOAT_TYPES", "INTEGER_TYPES", "PHASE", "MatMulIdentityBase", "identity_side"]
+__all__ = [
+    "FLOAT_TYPES",
+    "INTEGER_TYPES",
+    "PHASE",
+    "MatMulIdentityBase",
+    "identity_rule",
+    "identity_side",
+]
 
 # The integer types MatMul accepts (bool is not a MatMul type): exact.
 INTEGER_TYPES = frozenset(
@@ -112,3 +119,13 @@ class MatMulIdentityBase(RewriteRuleClassBase):
         ):
             return op.Identity(other)
         return other
+
+
+def identity_rule(name: str, dtypes: frozenset[ir.DataType]) -> RewriteRule:
+    """The MatMul-by-identity rule for ``dtypes``: a :class:`MatMulIdentityBase` subclass.
+
+    The two rule modules differ only in their types and exactness; each calls this and
+    declares its own spec.
+    """
+    rule_class = type(name, (MatMulIdentityBase,), {"DTYPES": dtypes, "__doc__": name})
+    return rule_class.rule()

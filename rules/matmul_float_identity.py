@@ -22,23 +22,12 @@ Conditions (those of ``matmul_int_identity``, for a floating element type):
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-import onnx_ir as ir
-
 from eyefold.core.rule_spec import RuleSpec
-from eyefold.rules._matmul import FLOAT_TYPES, PHASE, MatMulIdentityBase
+from eyefold.rules._matmul import FLOAT_TYPES, PHASE, identity_rule
 
-__all__ = ["MatMulFloatIdentity", "rule", "spec"]
+__all__ = ["rule", "spec"]
 
-
-class MatMulFloatIdentity(MatMulIdentityBase):
-    """Drops a MatMul with an exact identity operand, for floating types (relaxed)."""
-
-    DTYPES: ClassVar[frozenset[ir.DataType]] = FLOAT_TYPES
-
-
-rule = MatMulFloatIdentity.rule()
+rule = identity_rule("MatMulFloatIdentity", FLOAT_TYPES)
 spec = RuleSpec.declare(
     __name__, __doc__, rule, exactness="relaxed", phase=PHASE, constant_dtypes=FLOAT_TYPES
 )

@@ -22,23 +22,12 @@ the MatMul becomes an Identity that keeps the product's name.
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-import onnx_ir as ir
-
 from eyefold.core.rule_spec import RuleSpec
-from eyefold.rules._matmul import INTEGER_TYPES, PHASE, MatMulIdentityBase
+from eyefold.rules._matmul import INTEGER_TYPES, PHASE, identity_rule
 
-__all__ = ["MatMulIntIdentity", "rule", "spec"]
+__all__ = ["rule", "spec"]
 
-
-class MatMulIntIdentity(MatMulIdentityBase):
-    """Drops a MatMul with an exact identity operand, for integer element types."""
-
-    DTYPES: ClassVar[frozenset[ir.DataType]] = INTEGER_TYPES
-
-
-rule = MatMulIntIdentity.rule()
+rule = identity_rule("MatMulIntIdentity", INTEGER_TYPES)
 spec = RuleSpec.declare(
     __name__, __doc__, rule, exactness="exact", phase=PHASE, constant_dtypes=INTEGER_TYPES
 )

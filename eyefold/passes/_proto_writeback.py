@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Iterable, Mapping, MutableMapping
+from typing import TypeAlias
 
 import onnx
 import onnx_ir as ir
@@ -28,6 +29,10 @@ from eyefold.passes._version_conversion import BodyConversion
 __all__ = ["write_back"]
 
 _GRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+
+# The values in scope by name, and the converter's opaque nodes by path.
+_Names: TypeAlias = MutableMapping[str, ir.Value]
+_Opaque: TypeAlias = Mapping[tuple[str, ...], onnx.NodeProto | None]
 
 
 class WriteBackError(RuntimeError):
@@ -115,8 +120,8 @@ def _merge_subgraph_attribute(
     node: ir.Node,
     old: onnx.AttributeProto,
     new: onnx.AttributeProto,
-    scope: MutableMapping[str, ir.Value],
-    opaque: Mapping[tuple[str, ...], onnx.NodeProto | None],
+    scope: _Names,
+    opaque: _Opaque,
 ) -> int:
     ir_attr = node.attributes[new.name]
     if new.type == onnx.AttributeProto.GRAPH:
@@ -133,11 +138,7 @@ def _merge_subgraph_attribute(
 
 
 def _patch(
-    node: ir.Node,
-    old: onnx.NodeProto,
-    new: onnx.NodeProto,
-    scope: MutableMapping[str, ir.Value],
-    opaque: Mapping[tuple[str, ...], onnx.NodeProto | None],
+    node: ir.Node, old: onnx.NodeProto, new: onnx.NodeProto, scope: _Names, opaque: _Opaque
 ) -> int:
     """Makes ``node`` (serialized as ``old``) match ``new``; returns nodes changed."""
     changed = 0
