@@ -168,3 +168,38 @@ def test_made_up_name_taken_outside_takes_the_whole_model_path() -> None:
     options = PipelineOptions(target_runtime="onnxruntime", fold=False)
     step = compare_paths(model, options, run=True)
     assert step.startswith("whole-model: the result cannot be spliced back")
+
+
+_TWO_INPUTS = """<ir_version: 10, opset_import: ["" : 22]>
+g (float[2, 4] x, float[2, 4] y) => (float[2, 4] d, float[2, 2] e)
+    <float[2, 2] w = {1, 0, 0, 1}> {
+    a = Relu (x)
+    b, c = Split <axis = 1, num_outputs = 2> (y)
+    bc = Concat <axis = 1> (b, c)
+    d = Add (a, bc)
+    e = Identity (w)
+}"""
+
+
+@pytest.mark.parametrize(
+    "order", [["d", "a", "c", "e", "x", "w"], ["a", "b", "c", "d", "e"], ["e", "c", "a"]]
+)
+def test_inputs_feeding_is_the_same_in_any_order_of_questions(order: list[str]) -> None:
+    # The input masks are propagated only as far as the latest value asked about, so a
+    # later question extends the walk; every order must give the same answers.
+    from eyefold.proto_path.scan import scan_model
+
+    index = scan_model(onnx.parser.parse_model(_TWO_INPUTS))
+    expected = {
+        "a": {"x"},
+        "b": {"y"},
+        "c": {"y"},
+        "d": {"x", "y"},
+        "e": set(),
+        "x": {"x"},
+        "w": set(),
+    }
+    assert index.obstacle is None
+    assert {name: set(index.inputs_feeding(name)) for name in order} == {
+        name: expected[name] for name in order
+    }

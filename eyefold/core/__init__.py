@@ -6,5 +6,6 @@
 - :mod:`eyefold.core.shapes`: merging declared and learned shapes;
 - :mod:`eyefold.core.constants`: reading constant tensors, recognizing identity matrices;
 - :mod:`eyefold.core.dead_code`: removing what a rewrite left without users;
-- :mod:`eyefold.core.rule_spec`: what a rewrite rule declares about itself.
+- :mod:`eyefold.core.rule_spec`: what a rewrite rule declares about itself;
+- :mod:`eyefold.core.gc_pause`: the cyclic garbage collector paused around big walks.
 """

@@ -15,11 +15,8 @@ trip.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import logging
 import re
-from collections.abc import Iterator
 
 import onnx
 import onnx_ir as ir
@@ -27,6 +24,7 @@ import onnx_ir as ir
 from eyefold.core.analysis import node_label
 from eyefold.core.declarations import check_eyelike_declarations
 from eyefold.core.domains import DEFAULT_DOMAINS, default_opset, function_label
+from eyefold.core.gc_pause import cyclic_gc_paused
 from eyefold.core.scopes import iter_nodes
 from eyefold.errors import InvalidModelError, UpgradeError
 from eyefold.eyelike_types import EYELIKE_MIN_OPSET
@@ -40,23 +38,6 @@ __all__ = ["UpgradeOpsetPass", "check_target_opset", "min_ir_version"]
 logger = logging.getLogger(__name__)
 
 _OP_IN_MESSAGE = re.compile(r"(?:OpType: |op_type:|for operator )(\w+)")
-
-
-@contextlib.contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
-    """Pauses Python's cyclic garbage collector, restoring its previous state after.
-
-    The write-back creates tens of thousands of onnx-ir objects, and every collection they
-    trigger rescans the whole model: measured, that doubles the write-back time. Nothing is
-    lost: the first collection after the pass finds any cycle left behind.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def check_target_opset(
@@ -176,7 +157,7 @@ class UpgradeOpsetPass(ir.passes.InPlacePass):
             UpgradeError: the conversion failed or gave an invalid model (the model is
                 left unchanged).
         """
-        with _cyclic_gc_paused():
+        with cyclic_gc_paused():
             return self._upgrade(model)
 
     def _upgrade(self, model: ir.Model) -> ir.passes.PassResult:

@@ -8,6 +8,13 @@ can hold subgraphs), so it costs a fraction of a protobuf parse, not an onnx-ir
 deserialization. Anything unusual (an EyeLike in a subgraph or function, a graph that is
 not in topological order, a value defined twice) is recorded as an ``obstacle``: the
 caller then takes the whole-model path, whose checks give the proper error or result.
+
+The walk is the file path's largest cost after the protobuf parse, so it is written for
+speed: each node's fields are read once, in one comprehension; the cyclic garbage
+collector, which would otherwise walk the growing heap again and again while some
+hundred thousand tuples are made, is paused (the walk makes no reference cycles); and
+which graph inputs a value is computed from is worked out only when asked, only as far
+into the graph as the value asked for.
 """
 
 from __future__ import annotations
@@ -17,12 +24,17 @@ from collections.abc import Iterator
 
 import onnx
 
+from eyefold.core.gc_pause import cyclic_gc_paused
+
 __all__ = ["GraphIndex", "free_names", "scan_model"]
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 _GRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 # Default-domain ops that hold subgraphs; other domains may hold them too.
 _SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+# Default-domain ops the walk looks into: subgraph holders and (identity) constants.
+_UNCOMMON_OPS = _SUBGRAPH_OPS | {"Constant"}
+_DEFAULT_DOMAINS_SET = frozenset(_DEFAULT_DOMAINS)
 
 
 @dataclasses.dataclass
@@ -44,6 +56,8 @@ class GraphIndex:
             identity matrices, so their consumers belong to the neighbourhood.
         holders: indices of nodes that hold subgraphs.
         obstacle: why the neighbourhood path cannot be taken, or None.
+        node_inputs: each node's input names, by position.
+        node_outputs: each node's output names, by position.
     """
 
     graph: onnx.GraphProto
@@ -57,32 +71,38 @@ class GraphIndex:
     identity_candidates: list[str] = dataclasses.field(default_factory=list)
     holders: set[int] = dataclasses.field(default_factory=set)
     obstacle: str | None = None
-    node_inputs: list[tuple[str, ...]] = dataclasses.field(default_factory=list)
-    _feeding: dict[str, frozenset[str]] = dataclasses.field(default_factory=dict)
+    node_inputs: list[list[str]] = dataclasses.field(default_factory=list)
+    node_outputs: list[list[str]] = dataclasses.field(default_factory=list)
+    _masks: dict[str, int] = dataclasses.field(default_factory=dict)
+    _walked: int = 0
 
     def inputs_feeding(self, name: str) -> frozenset[str]:
         """Graph inputs ``name`` is computed from (through node inputs, as the fold asks).
 
-        Computed for every value at the first call, in one pass in graph order (sets are
-        shared, so a graph fed by one input holds one set), then looked up.
+        Each value gets a bit mask of graph inputs, propagated in graph order only as far
+        as the latest producer asked about so far: the fold asks for a handful of values,
+        and most of a big graph is never walked for it.
         """
-        if not self._feeding:
-            self._feeding = _feeding_sets(self)
-        return self._feeding.get(name, frozenset())
+        if not self._walked and not self._masks:
+            self._masks = {n: 1 << i for i, n in enumerate(self.inputs)}
+        at = self.producer.get(name)
+        if at is not None:
+            _propagate(self, at)
+        mask = self._masks.get(name, 0)
+        return frozenset(n for i, n in enumerate(self.inputs) if mask >> i & 1)
 
 
-def _feeding_sets(index: GraphIndex) -> dict[str, frozenset[str]]:
-    empty: frozenset[str] = frozenset()
-    feeding = {name: frozenset((name,)) for name in index.inputs}
-    get = feeding.get
-    for position, names in enumerate(index.node_inputs):
-        found: frozenset[str] | None = None
-        for name in names:
-            parent = get(name, empty)
-            found = parent if found is None or found is parent else found | parent
-        for output in index.graph.node[position].output:
-            feeding[output] = found or empty
-    return feeding
+def _propagate(index: GraphIndex, last: int) -> None:
+    """Extends the input masks to the outputs of the nodes up to position ``last``."""
+    masks, ins, outs = index._masks, index.node_inputs, index.node_outputs
+    get = masks.get
+    for position in range(index._walked, last + 1):
+        mask = 0
+        for read in ins[position]:
+            mask |= get(read, 0)
+        for name in outs[position]:
+            masks[name] = mask
+    index._walked = max(index._walked, last + 1)
 
 
 def _subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
@@ -148,7 +168,9 @@ def _index_io(index: GraphIndex, dtypes: frozenset[int]) -> None:
     index.value_info = {v.name: i for i, v in enumerate(graph.value_info)}
     if dtypes:
         index.identity_candidates = [
-            t.name for t in graph.initializer if _is_identity_candidate(t, dtypes)
+            t.name
+            for t in graph.initializer
+            if t.data_type in dtypes and _is_identity_candidate(t, dtypes)
         ]
     if set(index.inputs) & index.initializers.keys():
         index.obstacle = "an initializer is also a graph input"
@@ -174,39 +196,59 @@ def _index_node(
         index.identity_candidates.extend(node.output)
 
 
+def _undefined_read(index: GraphIndex, known: set[str]) -> str | None:
+    """A name some node reads that no node, graph input or initializer defines."""
+    undefined = index.consumers.keys() - index.producer.keys() - known - {""}
+    if undefined:
+        return min(undefined, key=lambda name: index.consumers[name][0])
+    return None
+
+
 def _index_nodes(index: GraphIndex, dtypes: frozenset[int]) -> None:
-    """Producers, consumers, EyeLike positions; an obstacle for an unsorted graph."""
-    nodes = index.graph.node
-    index.node_inputs = ins = [tuple(n.input) for n in nodes]
-    outs = [tuple(n.output) for n in nodes]
+    """Producers, consumers, EyeLike positions; an obstacle for an unsorted graph.
+
+    Each field is read once per node, by slicing (cheaper than iterating a repeated
+    field); the rest works on those Python lists.
+    Consumers are recorded before the uncommon nodes add their subgraphs' outer reads,
+    so only node inputs decide whether the graph is in order.
+    """
+    listed = list(index.graph.node)  # one wrapper per node, reused by every column
+    index.node_inputs = ins = [n.input[:] for n in listed]
+    ops = [n.op_type for n in listed]
+    domains = [n.domain for n in listed]
+    outs = index.node_outputs = [n.output[:] for n in listed]
     producer = index.producer = {o: i for i, names in enumerate(outs) for o in names if o}
-    if len(producer) != sum(len([o for o in names if o]) for names in outs):
+    if len(producer) != sum(map(len, outs)) and len(producer) != len(
+        [o for names in outs for o in names if o]
+    ):
         index.obstacle = index.obstacle or "a value is defined twice"
     known = set(index.inputs) | index.initializers.keys()
     if known & producer.keys():
         index.obstacle = index.obstacle or "a node redefines a graph input or initializer"
-    consumers, get, unsorted = index.consumers, producer.get, None
+    consumers, at, early = index.consumers, producer.get, None
     for position, names in enumerate(ins):
         for name in names:
             found = consumers.get(name)
-            if found is None:
+            if found is None:  # the first reader: is the value defined before it?
                 consumers[name] = [position]
+                if at(name, -1) >= position:
+                    early = name
             else:
                 found.append(position)
-            at = get(name)
-            if (at is None and name not in known and name) or (
-                at is not None and at >= position
-            ):
-                unsorted = name
+    unsorted = early or _undefined_read(index, known)
     if unsorted is not None:
         index.obstacle = index.obstacle or f"{unsorted!r} is read before it is defined"
-    for position, (op_type, domain) in enumerate((n.op_type, n.domain) for n in nodes):
-        if op_type == "EyeLike" and domain in _DEFAULT_DOMAINS:
-            index.eyelike.append(position)
-        elif (
-            op_type in _SUBGRAPH_OPS or domain not in _DEFAULT_DOMAINS or op_type == "Constant"
-        ):
-            _index_node(index, position, nodes[position], dtypes)
+    index.eyelike = [i for i, op in enumerate(ops) if op == "EyeLike"]
+    uncommon: list[int] = []
+    if not _DEFAULT_DOMAINS_SET.issuperset(domains):
+        index.eyelike = [i for i in index.eyelike if domains[i] in _DEFAULT_DOMAINS]
+        uncommon = [i for i, d in enumerate(domains) if d not in _DEFAULT_DOMAINS]
+    if not _UNCOMMON_OPS.isdisjoint(ops):
+        uncommon += [i for i, op in enumerate(ops) if op in _UNCOMMON_OPS]
+    for position in sorted(set(uncommon)):
+        node = listed[position]
+        if node.attribute:
+            _index_node(index, position, node, dtypes)
 
 
 def scan_model(model: onnx.ModelProto, dtypes: frozenset[int] = frozenset()) -> GraphIndex:
@@ -218,9 +260,10 @@ def scan_model(model: onnx.ModelProto, dtypes: frozenset[int] = frozenset()) -> 
             treat as identity matrices.
     """
     index = GraphIndex(model.graph)
-    _index_io(index, dtypes)
-    index.obstacle = index.obstacle or _function_obstacle(model)
-    _index_nodes(index, dtypes)
+    with cyclic_gc_paused():
+        _index_io(index, dtypes)
+        index.obstacle = index.obstacle or _function_obstacle(model)
+        _index_nodes(index, dtypes)
     known = set(index.inputs) | index.initializers.keys() | index.producer.keys()
     missing = [name for name in index.outputs if name not in known]
     if missing:
