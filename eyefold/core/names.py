@@ -28,13 +28,21 @@ def _first_free(stem: str, taken: set[str]) -> str:
 class ModelNames:
     """Every value and node name of a model, handing out new ones that clash with none.
 
-    Values and nodes are named apart, as in ONNX: a node may share its output's name.
+    Values and nodes are named apart, as in ONNX: a node may share its output's name. The
+    names are collected on the first request: a pass that ends up adding nothing (the
+    common case on a big model) never walks the whole graph for them.
     """
 
     def __init__(self, model: ir.Model) -> None:
-        """Collects the names of every scope: inputs, initializers, node outputs, nodes."""
+        self._model: ir.Model | None = model
         self._values: set[str] = set()
         self._nodes: set[str] = set()
+
+    def _collect(self) -> None:
+        """Collects the names of every scope: inputs, initializers, node outputs, nodes."""
+        model, self._model = self._model, None
+        if model is None:
+            return
         for scope in iter_scopes(model):
             graph = scope.graph
             self._values.update(v.name for v in graph.inputs if v.name)
@@ -47,8 +55,10 @@ class ModelNames:
 
     def new_value(self, stem: str) -> str:
         """A value name unused in the model: ``stem``, else ``stem_1``, ``stem_2``..."""
+        self._collect()
         return _first_free(stem, self._values)
 
     def new_node(self, stem: str) -> str:
         """A node name unused in the model: ``stem``, else ``stem_1``, ``stem_2``..."""
+        self._collect()
         return _first_free(stem, self._nodes)

@@ -49,8 +49,10 @@ class Scope:
 
 def subgraphs_of(node: ir.Node) -> list[tuple[str, ir.Graph]]:
     """(label, graph) for every graph attribute of ``node``; GRAPHS entries get ``[i]``."""
-    attributes = node.attributes
-    if not attributes:  # the common case, checked first: scope walks visit every node
+    # The common case, checked first (scope walks visit every node). Attributes is a
+    # collections.UserDict: its ``data`` dict answers without the Mapping-protocol calls.
+    attributes = node.attributes.data
+    if not attributes:
         return []
     found: list[tuple[str, ir.Graph]] = []
     for attr in attributes.values():

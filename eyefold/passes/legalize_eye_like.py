@@ -14,6 +14,7 @@ import logging
 import onnx_ir as ir
 
 from eyefold.core.analysis import node_label
+from eyefold.core.names import ModelNames
 from eyefold.core.scopes import Scope, is_eyelike, iter_scopes
 from eyefold.eyelike_types import allowed_types, to_data_type
 from eyefold.metadata_keys import LEGALIZED_FOR_KEY
@@ -164,27 +165,6 @@ def choose_plan(
     return min(candidates, key=lambda item: item[0])[1] if candidates else None
 
 
-class _FreshNames:
-    """Value names not used anywhere in the model (ONNX wants them unique model-wide)."""
-
-    def __init__(self, model: ir.Model) -> None:
-        self._used: set[str] = set()
-        for scope in iter_scopes(model):
-            values = list(scope.graph.inputs)
-            if isinstance(scope.graph, ir.Graph):
-                values.extend(scope.graph.initializers.values())
-            values.extend(v for node in scope.graph for v in node.outputs)
-            self._used.update(v.name for v in values if v.name)
-
-    def fresh(self, base: str) -> str:
-        name, counter = base, 0
-        while name in self._used:
-            counter += 1
-            name = f"{base}_{counter}"
-        self._used.add(name)
-        return name
-
-
 def _cast_node(
     source: ir.Value, output: ir.Value, beside: ir.Node, role: str, base: str
 ) -> ir.Node:
@@ -206,7 +186,7 @@ def _cast_node(
 
 
 def _rewrite(
-    scope: Scope, node: ir.Node, plan: Plan, names: _FreshNames, runtime: str
+    scope: Scope, node: ir.Node, plan: Plan, names: ModelNames, runtime: str
 ) -> None:
     source, result = node.inputs[0], node.outputs[0]
     # The node is the legalization's now. A rule tag would name a rewrite it re-expanded
@@ -217,7 +197,7 @@ def _rewrite(
     base = result.name or "eyelike"
     if plan.input_type != source.dtype:
         cast_out = ir.Value(
-            name=names.fresh(f"{base}__eyefold_input_{plan.input_type.name.lower()}"),
+            name=names.new_value(f"{base}__eyefold_input_{plan.input_type.name.lower()}"),
             type=ir.TensorType(plan.input_type),
             shape=None if source.shape is None else ir.Shape(source.shape),
         )
@@ -242,7 +222,7 @@ def _rewrite(
         type=ir.TensorType(plan.output_type),
         shape=None if result.shape is None else ir.Shape(result.shape),
     )
-    result.name = names.fresh(f"{base}__eyefold_{plan.eyelike_output.name.lower()}")
+    result.name = names.new_value(f"{base}__eyefold_{plan.eyelike_output.name.lower()}")
     result.type = ir.TensorType(plan.eyelike_output)
     scope.graph.insert_after(node, _cast_node(result, final, node, "cast_output", base))
     for user, index in users:
@@ -297,7 +277,7 @@ class LegalizeEyeLikePass(ir.passes.InPlacePass):
             # Judging only never creates a session: the cached measurement or the table.
             self.support = get_support(self.runtime, probe=self.rewrite)
         support = self.support
-        names = _FreshNames(model)
+        names = ModelNames(model)
         outcomes = [
             self._visit(scope, node, support, names)
             for scope in iter_scopes(model)
@@ -315,7 +295,7 @@ class LegalizeEyeLikePass(ir.passes.InPlacePass):
         )
 
     def _visit(
-        self, scope: Scope, node: ir.Node, support: EyeLikeSupport, names: _FreshNames
+        self, scope: Scope, node: ir.Node, support: EyeLikeSupport, names: ModelNames
     ) -> LegalizeOutcome:
         source = node.inputs[0].dtype if node.inputs and node.inputs[0] is not None else None
         attr = node.attributes.get("dtype")
