@@ -103,12 +103,11 @@ def plan_files(
     A folder contributes every ``*.onnx`` below it (recursively, sorted), written at the
     same path relative to that folder; a file is written under its own name. A model
     named twice is run once; a model whose output another input already claimed is
-    planned with an error rather than overwriting that output.
+    planned with an error rather than overwriting that output, and so is a model whose
+    output would replace another input before that input is read.
     """
     out_root = Path(output_dir).resolve()
-    planned: list[PlannedFile] = []
-    seen_inputs: set[Path] = set()
-    claimed: dict[Path, str] = {}
+    models: dict[Path, tuple[Path, Path]] = {}  # resolved input -> (as given, output)
     for argument in inputs:
         root = Path(argument)
         if root.is_dir():
@@ -116,18 +115,16 @@ def plan_files(
         else:
             pairs = [(root, Path(root.name))]
         for path, relative in pairs:
-            resolved = path.resolve()
-            if resolved in seen_inputs:
-                continue
-            seen_inputs.add(resolved)
-            output = out_root / relative
-            owner = claimed.setdefault(output, str(path))
-            error = (
-                None
-                if owner == str(path)
-                else f"cannot write {output}: it is already the output of {owner}"
-            )
-            planned.append(PlannedFile(str(path), str(output), error))
+            models.setdefault(path.resolve(), (path, out_root / relative))
+    planned: list[PlannedFile] = []
+    claimed: dict[Path, str] = {}
+    for resolved, (path, output) in models.items():
+        error = None
+        if output in models and output != resolved:
+            error = f"cannot write {output}: it is another input of this batch"
+        elif (owner := claimed.setdefault(output, str(path))) != str(path):
+            error = f"cannot write {output}: it is already the output of {owner}"
+        planned.append(PlannedFile(str(path), str(output), error))
     return planned
 
 

@@ -51,7 +51,7 @@ Item = int | tuple[ir.Value, int]
 
 def _int_constant(value: ir.Value | None) -> list[int] | None:
     """The integers of a constant int tensor or Constant(value_int[s]) (rank <= 1)."""
-    if value is None:
+    if value is None or value.is_graph_input():  # a graph input's initializer: a default
         return None
     if value.const_value is not None:
         array = value.const_value.numpy()

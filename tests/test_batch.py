@@ -103,6 +103,25 @@ def test_two_inputs_with_one_output_path_fail_the_second_only(tmp_path: Path) ->
     assert (tmp_path / "out" / GOOD[0]).read_bytes() == Path(alone[0].output).read_bytes()
 
 
+def test_an_output_landing_on_another_input_is_refused_before_anything_runs(
+    tmp_path: Path,
+) -> None:
+    # b/m.onnx is both an input and (for a/m.onnx, with --output-dir b) an output.
+    for name, sample in (("a", GOOD[0]), ("b", GOOD[1])):
+        (tmp_path / name).mkdir()
+        shutil.copy(SAMPLES / sample, tmp_path / name / "m.onnx")
+    before = (tmp_path / "b" / "m.onnx").read_bytes()
+    results = eyefold.optimize_files(
+        [tmp_path / "a" / "m.onnx", tmp_path / "b" / "m.onnx"], tmp_path / "b"
+    )
+    assert [r.status for r in results] == ["failed", "ok"]
+    assert "another input of this batch" in (results[0].error or "")
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "m.onnx").write_bytes(before)
+    (alone,) = eyefold.optimize_files([tmp_path / "c" / "m.onnx"], tmp_path / "alone")
+    assert (tmp_path / "b" / "m.onnx").read_bytes() == Path(alone.output).read_bytes()
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
 def test_an_output_folder_that_cannot_be_written_fails_every_model(
     zoo: Path, tmp_path: Path

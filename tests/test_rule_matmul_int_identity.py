@@ -174,3 +174,17 @@ def test_identity_with_another_user_stays_for_it(apply_eyelike_rules):
     assert rules.hits["matmul_int_identity"] == 1
     assert sorted(n.op_type for n in after.graph) == ["Add", "EyeLike", "Neg"]
     assert_same_outputs(before, after, _extremes(random_inputs(before)))
+
+
+def test_identity_initializer_that_is_a_graph_input_is_only_a_default(apply_eyelike_rules):
+    # The caller may feed another matrix for `m`: the MatMul must stay.
+    text = """<ir_version: 10, opset_import: ["" : 22]>
+    agraph (int64[2,3] a, int64[3,3] m) => (int64[2,3] y)
+        <int64[3,3] m = {1,0,0,0,1,0,0,0,1}> {
+        y = MatMul(a, m)
+    }"""
+    before, after, rules = apply_eyelike_rules(text, rules=RULE)
+    assert rules.hits["matmul_int_identity"] == 0
+    assert count_ops(after, "MatMul") == 1
+    feeds = {"a": np.arange(6).reshape(2, 3), "m": 2 * np.eye(3, dtype=np.int64)}
+    assert_same_outputs(before, ir.to_proto(after), feeds)

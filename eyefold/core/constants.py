@@ -30,7 +30,13 @@ def is_identity_array(array: np.ndarray) -> bool:
 
 
 def constant_tensor(value: ir.Value) -> ir.TensorProtocol | None:
-    """The tensor of an initializer or of a default-domain Constant's ``value``, or None."""
+    """The tensor of an initializer or of a default-domain Constant's ``value``, or None.
+
+    An initializer that is also a graph input is only a default the caller may replace,
+    so it is not a constant.
+    """
+    if value.is_graph_input():
+        return None
     if value.const_value is not None:
         return value.const_value
     producer = value.producer()
