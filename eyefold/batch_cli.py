@@ -43,7 +43,9 @@ def run_batch(args: argparse.Namespace, options: PipelineOptions) -> int:
             progress.done()
         if not results:
             print(
-                f"eyefold: error: no *.onnx model in {' '.join(args.inputs)}", file=sys.stderr
+                f"eyefold: error: no *.onnx model in {' '.join(args.inputs)} (models inside"
+                f" the output folder {args.output_dir} are not taken as inputs)",
+                file=sys.stderr,
             )
             return 1
         seconds = time.perf_counter() - start

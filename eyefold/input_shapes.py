@@ -20,7 +20,13 @@ import onnx_ir as ir
 
 from eyefold.errors import EyefoldError
 
-__all__ = ["InputShape", "InputShapeError", "apply_input_shapes", "parse_input_shape"]
+__all__ = [
+    "InputShape",
+    "InputShapeError",
+    "apply_input_shapes",
+    "input_shape_from",
+    "parse_input_shape",
+]
 
 _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
 
@@ -75,6 +81,30 @@ def parse_input_shape(spec: str) -> InputShape:
         else tuple(_parse_dim(d, spec) for d in dims_text.split(","))
     )
     return InputShape(name, dims)
+
+
+def input_shape_from(name: object, dims: object) -> InputShape:
+    """An :class:`InputShape` from a library argument, checked as the command line's is.
+
+    Raises:
+        InputShapeError: a name that is not a non-empty string, dims that are not a
+            sequence, or a dim that is neither an int >= 0 (not a bool) nor a name.
+    """
+    if not isinstance(name, str) or not name:
+        raise InputShapeError(f"input_shapes: an input name must be a string, got {name!r}")
+    if isinstance(dims, (str, bytes)) or not isinstance(dims, Sequence):
+        raise InputShapeError(
+            f"input_shapes[{name!r}]: expected a sequence of dims (ints and names),"
+            f" got {dims!r}"
+        )
+    for dim in dims:
+        integer = isinstance(dim, int) and not isinstance(dim, bool) and dim >= 0
+        if not integer and not (isinstance(dim, str) and _SYMBOL.match(dim)):
+            raise InputShapeError(
+                f"input_shapes[{name!r}]: dim {dim!r} is neither a non-negative integer"
+                " nor a symbolic name"
+            )
+    return InputShape(name, tuple(dims))
 
 
 def _check_fits(value: ir.Value, pinned: InputShape) -> None:

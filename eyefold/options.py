@@ -36,17 +36,30 @@ InputShapesArg: TypeAlias = "Mapping[str, Sequence[int | str]] | Sequence[InputS
 
 
 def _input_shapes(value: InputShapesArg | None) -> tuple[InputShape, ...]:
-    from eyefold.input_shapes import InputShape, parse_input_shape
+    from eyefold.input_shapes import (
+        InputShape,
+        InputShapeError,
+        input_shape_from,
+        parse_input_shape,
+    )
 
     if value is None:
         return ()
     if isinstance(value, str):
         raise EyefoldError("input_shapes must be a mapping or a sequence, not a string")
     if isinstance(value, Mapping):
-        return tuple(InputShape(str(name), tuple(dims)) for name, dims in value.items())
-    return tuple(
-        item if isinstance(item, InputShape) else parse_input_shape(item) for item in value
-    )
+        return tuple(input_shape_from(name, dims) for name, dims in value.items())
+    shapes = []
+    for item in value:
+        if isinstance(item, InputShape):
+            shapes.append(input_shape_from(item.name, item.dims))
+        elif isinstance(item, str):
+            shapes.append(parse_input_shape(item))
+        else:
+            raise InputShapeError(
+                f"input_shapes: expected 'NAME:D0,D1,...' strings or InputShape, got {item!r}"
+            )
+    return tuple(shapes)
 
 
 @dataclasses.dataclass(frozen=True)

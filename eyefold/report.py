@@ -14,7 +14,7 @@ from eyefold.core.analysis import EyeLikeFacts
 from eyefold.core.origins import origin_of
 from eyefold.passes.apply_rules import RulesResult
 from eyefold.passes.census import CensusResult
-from eyefold.passes.fold_eye_like import FoldResult
+from eyefold.passes.fold_eye_like import FED_A_FOLD_REASON, FoldResult
 from eyefold.passes.infer_eye_like import InferOutputsResult
 from eyefold.passes.infer_input_shapes import InferInputShapesResult
 from eyefold.passes.legalize_eye_like import LegalizeResult
@@ -177,7 +177,7 @@ def build_report(
             removed_by.update({n: f"removed by rule {r}" for n, r in result.removed.items()})
         elif isinstance(result, FoldResult):
             folded = result.folded
-            removed_by.update(dict.fromkeys(result.removed, _FED_A_FOLD))
+            removed_by.update(result.removed)
         elif isinstance(result, InferOutputsResult):
             left = result.facts
         elif isinstance(result, LegalizeResult):
@@ -191,14 +191,10 @@ def build_report(
     if declined:
         report.extra["rules_declined"] = declined
     if lowering is not None:
-        _add_lowering(left_outcomes, left, lowering)
+        _add_lowering(report, left_outcomes, left, lowering)
     if runtime is not None:
         _add_runtime(report, left_outcomes, left, runtime)
     return report
-
-
-# Why an input EyeLike that no step reported on is gone: it only fed folded ones.
-_FED_A_FOLD = "removed with the chain that fed a folded EyeLike"
 
 
 def _removed(
@@ -212,21 +208,29 @@ def _removed(
             continue
         outcome = NodeOutcome.from_facts(facts)
         outcome.action = "removed"
-        outcome.reason = removed_by.get(number, _FED_A_FOLD)
+        outcome.reason = removed_by.get(number, FED_A_FOLD_REASON)
         outcomes.append(outcome)
     return outcomes
 
 
 def _add_lowering(
-    outcomes: list[NodeOutcome], left: list[EyeLikeFacts], lowering: LowerResult
+    report: Report,
+    outcomes: list[NodeOutcome],
+    left: list[EyeLikeFacts],
+    lowering: LowerResult,
 ) -> None:
-    """Marks the nodes the lowering replaced (matched by node identity)."""
+    """Marks the nodes the lowering replaced (by node identity); warns about the others."""
     by_node = {id(outcome.node): outcome for outcome in lowering.outcomes}
     for node_outcome, facts in zip(outcomes, left, strict=True):
         lowered = by_node.get(id(facts.node))
-        if lowered is not None and lowered.lowered:
-            node_outcome.lowered = True
-            node_outcome.runtime_note = lowered.note
+        if lowered is None:
+            continue
+        node_outcome.lowered = lowered.lowered
+        node_outcome.runtime_note = lowered.note
+        if not lowered.lowered:
+            report.warnings.append(
+                f"EyeLike {lowered.name!r} in {lowered.scope} was not lowered: {lowered.note}"
+            )
 
 
 def _add_runtime(

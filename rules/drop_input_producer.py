@@ -74,6 +74,15 @@ def _output_type(producer: ir.Node) -> ir.DataType | None:
     kind = SHAPE_PRESERVING_OPS[producer.op_type]
     source = producer.inputs[0]
     if kind == "same":
+        # An intermediate value may be untyped (inference types only EyeLike inputs):
+        # through a chain of type-keeping ops, the type is the first typed input's.
+        while source is not None and source.dtype is None:
+            inner = source.producer()
+            if inner is None or SHAPE_PRESERVING_OPS.get(inner.op_type) != "same":
+                return None
+            if inner.domain not in DEFAULT_DOMAINS:
+                return None
+            source = inner.inputs[0]
         return source.dtype if source is not None else None
     if kind == "bool":
         return ir.DataType.BOOL

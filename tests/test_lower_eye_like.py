@@ -222,3 +222,15 @@ def test_command_line_lowers(tmp_path, flags):
     source.write_bytes(ir.to_proto(ir.from_onnx_text(DYNAMIC)).SerializeToString())
     assert main(["optimize", str(source), str(target), "-q", *flags]) == 0
     assert count_ops(ir.to_proto(ir.load(target)), "EyeLike") == 0
+
+
+def test_a_node_that_cannot_be_lowered_is_a_warning_in_the_report():
+    text = """<ir_version: 5, opset_import: ["" : 10]>
+    g (float[N,M] x) => (float[N,M] y) { y = EyeLike<k=1>(x) }"""
+    report = eyefold.optimize_with_report(
+        ir.from_onnx_text(text), upgrade=False, target_runtime="tensorrt"
+    ).report
+    (node,) = report.nodes
+    assert not node.lowered and "opset 10 has no Range" in (node.runtime_note or "")
+    assert any("was not lowered" in w and "opset upgrade" in w for w in report.warnings)
+    assert "runtime" not in report.to_dict()  # no onnxruntime verdict for a TensorRT target

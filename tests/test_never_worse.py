@@ -258,3 +258,20 @@ def test_rules_never_lose_runtime_reach_nor_folds(model):
     assert folded >= without_rules.report.counts()["folded"]
     counts = optimized.report.counts()
     assert counts["total"] == 1 == sum(counts[a] for a in ("folded", "inferred", "kept"))
+
+
+def test_an_unused_foldable_eyelike_is_removed_not_folded_into_a_dead_initializer():
+    text = """<ir_version: 10, opset_import: ["" : 22]>
+    g (float[512,512] x) => (float[512,512] y) {
+        e = EyeLike(x)
+        y = Relu(x)
+    }"""
+    original = ir.to_proto(ir.from_onnx_text(text))
+    result = eyefold.optimize_with_report(original)
+    assert result.model.ByteSize() < 2 * original.ByteSize()  # no 1 MiB unused constant
+    assert [n.op_type for n in result.model.graph.node] == ["Relu"]
+    (node,) = result.report.nodes
+    assert (node.action, node.reason) == (
+        "removed",
+        "its output is never used: removed instead of folded",
+    )

@@ -191,3 +191,15 @@ def test_library_input_shapes_do_what_the_cli_option_does():
     assert kept.counts()["folded"] == 0
     assert pinned.report.counts()["folded"] == 1
     assert pinned.report.steps[0].name == "pin-input-shapes"
+
+
+@pytest.mark.parametrize(
+    "shapes",
+    [{"x": "34"}, {"x": ["3", 4]}, {"x": ["a b", 4]}, {"x": [True, 4]}, {"x": [3.7, 4]},
+     {"x": [-1, 4]}, [("x", [3, 4])], {"": [3, 4]}],
+    ids=["string-dims", "digit-string", "space", "bool", "float", "negative", "tuple",
+         "empty-name"],
+)  # fmt: skip
+def test_library_input_shapes_are_checked_like_the_command_line(shapes):
+    with pytest.raises(EyefoldError, match="input_shapes"):
+        PipelineOptions(input_shapes=shapes)

@@ -128,3 +128,18 @@ def test_shape_known_only_for_the_dropped_value_still_folds(optimize_onnx_text):
     assert [n.action for n in report.nodes] == ["folded"]
     assert count_ops(model, "EyeLike") == 0
     assert_same_outputs(original, model, {"x": np.ones((2, 6), np.float32)})
+
+
+def test_a_chain_with_untyped_intermediate_values_is_dropped_whole(apply_eyelike_rules):
+    # Shape inference types only EyeLike inputs; the values inside the chain stay untyped.
+    text = """<ir_version: 10, opset_import: ["" : 22]>
+    agraph (float[N,M] x) => (float[N,M] y) {
+        a = Relu(x)
+        b = Neg(a)
+        y = EyeLike<k=1>(b)
+    }"""
+    before, after, rules = apply_eyelike_rules(text, rules=["drop_input_producer"])
+    assert rules.hits["drop_input_producer"] == 1
+    assert [n.op_type for n in after.graph] == ["EyeLike"]
+    feeds = {"x": np.zeros((3, 4), np.float32)}
+    assert_same_outputs(before, ir.to_proto(after), feeds)

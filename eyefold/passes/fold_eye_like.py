@@ -15,7 +15,13 @@ from eyefold.core.scopes import Scope, is_eyelike, iter_scopes
 from eyefold.errors import SizeLimitError
 from eyefold.options import DEFAULT_SIZE_LIMIT_BYTES
 
-__all__ = ["FoldEyeLikePass", "FoldResult", "graph_inputs_feeding"]
+__all__ = [
+    "FED_A_FOLD_REASON",
+    "UNUSED_REASON",
+    "FoldEyeLikePass",
+    "FoldResult",
+    "graph_inputs_feeding",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -25,8 +31,9 @@ class FoldResult(ir.passes.PassResult):
     """The pass result, with the facts of every node folded (in visiting order)."""
 
     folded: list[EyeLikeFacts] = dataclasses.field(default_factory=list)
-    # Census numbers of input EyeLike nodes removed because they only fed folded ones.
-    removed: list[int] = dataclasses.field(default_factory=list)
+    # Census number -> why, for input EyeLike nodes removed instead of folded: unused
+    # ones, and those that only fed folded ones.
+    removed: dict[int, str] = dataclasses.field(default_factory=dict)
 
 
 _NO_INPUTS: frozenset[str] = frozenset()
@@ -101,13 +108,24 @@ def _fold(scope: Scope, facts: EyeLikeFacts) -> None:
         graph.register_initializer(replacement)
 
 
+# Why an input EyeLike is gone after the fold pass (the report's reason for "removed").
+UNUSED_REASON = "its output is never used: removed instead of folded"
+FED_A_FOLD_REASON = "removed with the chain that fed a folded EyeLike"
+
+
+def _is_unused(value: ir.Value) -> bool:
+    return not value.is_graph_output() and not value.uses()
+
+
 class FoldEyeLikePass(ir.passes.InPlacePass):
     """Folds EyeLike nodes whose output is statically known into constants.
 
     A node folds when its input shape is static, its output type is known and its output
     fits the size limit. In graphs the output value becomes an initializer of the same name
     (so consumers and graph outputs keep working); in functions it becomes a Constant node.
-    Producers of the EyeLike input left without users are removed.
+    Producers of the EyeLike input left without users are removed. A foldable node
+    whose output nobody reads is removed instead: folding it would add an unused
+    initializer of its full size.
 
     Attributes:
         size_limit_bytes: largest output, in bytes, that is folded.
@@ -120,7 +138,7 @@ class FoldEyeLikePass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> FoldResult:
         """Folds every foldable EyeLike in the main graph, subgraphs and functions."""
         folded: list[EyeLikeFacts] = []
-        removed: list[int] = []
+        removed: dict[int, str] = {}
         memo: dict[int, frozenset[str]] = {}
         for scope in list(iter_scopes(model)):
             if scope.top_node is not None and scope.top_node.graph is None:
@@ -134,11 +152,15 @@ class FoldEyeLikePass(ir.passes.InPlacePass):
                     continue
                 source = node.inputs[0]
                 assert source is not None
+                sources.setdefault(id(source), source)
+                if _is_unused(node.outputs[0]):
+                    scope.graph.remove(node, safe=True)
+                    removed.update(dict.fromkeys(removed_origins([node]), UNUSED_REASON))
+                    continue
                 facts.from_inputs = sorted(graph_inputs_feeding(source, memo))
                 _fold(scope, facts)
-                sources.setdefault(id(source), source)
                 folded.append(facts)
             dead = remove_dead_producers(list(sources.values()))
-            removed.extend(removed_origins(dead))
+            removed.update(dict.fromkeys(removed_origins(dead), FED_A_FOLD_REASON))
         logger.info("EyeLike nodes folded: %d", len(folded))
         return FoldResult(model, modified=bool(folded), folded=folded, removed=removed)

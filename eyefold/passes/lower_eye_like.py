@@ -173,7 +173,10 @@ def _visit(scope: Scope, node: ir.Node, names: ModelNames) -> LowerOutcome:
     """Lowers one EyeLike, or says why it stays."""
     label = node.name or node.outputs[0].name or "EyeLike"
     if scope.opset is None or scope.opset < MIN_LOWERING_OPSET:
-        note = f"opset {scope.opset} has no Range (opset {MIN_LOWERING_OPSET}+); kept"
+        note = (
+            f"opset {scope.opset} has no Range (opset {MIN_LOWERING_OPSET}+); kept (an"
+            " opset upgrade makes it lowerable)"
+        )
         return LowerOutcome(node, label, scope.path, False, note)
     k_attribute = node.attributes.get("k")
     if k_attribute is not None and k_attribute.type != ir.AttributeType.INT:

@@ -102,12 +102,13 @@ def pipeline_steps(options: PipelineOptions | None = None) -> list[Step]:
     # After folding and inference: only what is left is lowered, with the types they set.
     if options.lowers:
         steps.append(Step("lower", LowerEyeLikePass()))
-    # Last: it reads the types the passes before it set.
-    if options.target_runtime is not None and options.target_runtime not in LOWERED_RUNTIMES:
-        steps.append(Step("legalize", LegalizeEyeLikePass(options.target_runtime)))
-    else:
+    # Last: it reads the types the passes before it set. A lowering target needs no
+    # judge: what could not be lowered is in the report's warnings.
+    if options.target_runtime is None:
         judge = LegalizeEyeLikePass(_JUDGED_RUNTIME, rewrite=False)
         steps.append(Step("runtime-check", judge))
+    elif options.target_runtime not in LOWERED_RUNTIMES:
+        steps.append(Step("legalize", LegalizeEyeLikePass(options.target_runtime)))
     return steps
 
 
