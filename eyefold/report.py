@@ -6,7 +6,7 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import onnx_ir as ir
 
@@ -17,8 +17,8 @@ from eyefold.passes.census import CensusResult
 from eyefold.passes.fold_eye_like import FED_A_FOLD_REASON, FoldResult
 from eyefold.passes.infer_eye_like import InferOutputsResult
 from eyefold.passes.infer_input_shapes import InferInputShapesResult
-from eyefold.passes.legalize_eye_like import LegalizeResult
-from eyefold.passes.lower_eye_like import LowerResult
+from eyefold.passes.legalize_eye_like import LegalizeOutcome, LegalizeResult
+from eyefold.passes.lower_eye_like import LowerOutcome, LowerResult
 
 __all__ = ["NodeOutcome", "Report", "StepRecord", "StepTiming", "build_report"]
 
@@ -190,10 +190,8 @@ def build_report(
     report.extra["rules"] = hits
     if declined:
         report.extra["rules_declined"] = declined
-    if lowering is not None:
-        _add_lowering(report, left_outcomes, left, lowering)
-    if runtime is not None:
-        _add_runtime(report, left_outcomes, left, runtime)
+    rows = list(zip(left_outcomes, left, strict=True))
+    _add_later_outcomes(report, rows, lowering, runtime)
     return report
 
 
@@ -213,40 +211,40 @@ def _removed(
     return outcomes
 
 
-def _add_lowering(
+_Outcome = TypeVar("_Outcome", LowerOutcome, LegalizeOutcome)
+
+
+def _matched(
+    rows: list[tuple[NodeOutcome, EyeLikeFacts]], outcomes: list[_Outcome]
+) -> Iterator[tuple[NodeOutcome, _Outcome]]:
+    """Pairs report rows with a later pass's outcomes for the same node (by identity)."""
+    by_node = {id(outcome.node): outcome for outcome in outcomes}
+    for row, facts in rows:
+        found = by_node.get(id(facts.node))
+        if found is not None:
+            yield row, found
+
+
+def _add_later_outcomes(
     report: Report,
-    outcomes: list[NodeOutcome],
-    left: list[EyeLikeFacts],
-    lowering: LowerResult,
+    rows: list[tuple[NodeOutcome, EyeLikeFacts]],
+    lowering: LowerResult | None,
+    runtime: LegalizeResult | None,
 ) -> None:
-    """Marks the nodes the lowering replaced (by node identity); warns about the others."""
-    by_node = {id(outcome.node): outcome for outcome in lowering.outcomes}
-    for node_outcome, facts in zip(outcomes, left, strict=True):
-        lowered = by_node.get(id(facts.node))
-        if lowered is None:
-            continue
+    """What the lowering and the runtime check found, per node; summary and warnings."""
+    for node_outcome, lowered in _matched(rows, lowering.outcomes if lowering else []):
         node_outcome.lowered = lowered.lowered
         node_outcome.runtime_note = lowered.note
         if not lowered.lowered:
             report.warnings.append(
                 f"EyeLike {lowered.name!r} in {lowered.scope} was not lowered: {lowered.note}"
             )
-
-
-def _add_runtime(
-    report: Report,
-    outcomes: list[NodeOutcome],
-    left: list[EyeLikeFacts],
-    runtime: LegalizeResult,
-) -> None:
-    """Adds the runtime check: per node (matched by node identity), summary, warnings."""
-    by_node = {id(outcome.node): outcome for outcome in runtime.outcomes}
-    for node_outcome, facts in zip(outcomes, left, strict=True):
-        checked = by_node.get(id(facts.node))
-        if checked is not None:
-            node_outcome.runtime_supported = checked.runs
-            node_outcome.legalized = checked.legalized
-            node_outcome.runtime_note = checked.note
+    if runtime is None:
+        return
+    for node_outcome, checked in _matched(rows, runtime.outcomes):
+        node_outcome.runtime_supported = checked.runs
+        node_outcome.legalized = checked.legalized
+        node_outcome.runtime_note = checked.note
     support = runtime.support
     assert support is not None
     report.extra["runtime"] = {
