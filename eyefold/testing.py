@@ -22,6 +22,7 @@ __all__ = [
     "canonical",
     "check_model_safely",
     "count_ops",
+    "onnxruntime_loads",
     "random_inputs",
     "run_onnxruntime",
     "run_reference",
@@ -106,6 +107,21 @@ def random_inputs(
 def run_reference(model: onnx.ModelProto | ir.Model, feeds: Mapping[str, np.ndarray]) -> list:
     """Outputs under onnx's reference evaluator."""
     return list(ReferenceEvaluator(as_proto(model)).run(None, dict(feeds)))
+
+
+def onnxruntime_loads(model: onnx.ModelProto | ir.Model) -> bool:
+    """Whether onnxruntime's CPU provider loads ``model`` (the never-worse question)."""
+    import onnxruntime as ort  # a test dependency, imported only when used
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3  # its constant-folding warnings are not failures
+    try:
+        ort.InferenceSession(
+            as_proto(model).SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+    except Exception:  # onnxruntime raises its own exception types for unloadable models
+        return False
+    return True
 
 
 def run_onnxruntime(

@@ -37,6 +37,7 @@ from eyefold.testing import (
     assert_same_outputs,
     canonical,
     check_model_safely,
+    onnxruntime_loads,
     random_inputs,
     run_onnxruntime,
 )
@@ -552,20 +553,6 @@ def test_fuzz_optimize_with_options_keeps_meaning(model: onnx.ModelProto, option
     _check_invariants(model, upgrade=False, **options)
 
 
-def _onnxruntime_loads(model: onnx.ModelProto) -> bool:
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.log_severity_level = 3  # its constant-folding warnings are not failures
-    try:
-        ort.InferenceSession(
-            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-        )
-    except Exception:  # onnxruntime raises several types for a model it cannot load
-        return False
-    return True
-
-
 def _eyelike_count(model: onnx.ModelProto) -> int:
     graphs = [model.graph, *(f for f in model.functions)]
     count = 0
@@ -584,8 +571,8 @@ def test_fuzz_never_worse(model: onnx.ModelProto):
     """Runnable stays runnable, rules never fold less, every input EyeLike is reported."""
     with_rules = eyefold.optimize_with_report(model)
     without_rules = eyefold.optimize_with_report(model, rules=[])
-    if _onnxruntime_loads(model):
-        assert _onnxruntime_loads(with_rules.model), "onnxruntime ran the input only"
+    if onnxruntime_loads(model):
+        assert onnxruntime_loads(with_rules.model), "onnxruntime ran the input only"
     counts = with_rules.report.counts()
     # A node a rule merged into another (EyeLike(EyeLike(x)) -> EyeLike(x)) is removed,
     # not folded: what folded without rules is folded or gone with them, never left.
