@@ -232,10 +232,13 @@ class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):
         scopes = list(iter_scopes(model))
         constant_dtypes = frozenset().union(*(s.constant_dtypes for s in self.specs))
         roots = _candidate_roots(scopes, constant_dtypes)
-        for scope in scopes:
-            candidates = roots.get(id(_body(scope.graph)))
-            if candidates:
-                self._rewrite_scope(model, scope, candidates, _Run(judge, result))
+        try:
+            for scope in scopes:
+                candidates = roots.get(id(_body(scope.graph)))
+                if candidates:
+                    self._rewrite_scope(model, scope, candidates, _Run(judge, result))
+        finally:
+            _forget_last_match(self.specs)
         result.modified = bool(sum(result.hits.values()))
         logger.info("rules fired: %s; declined: %s", result.hits, result.declined)
         return result
@@ -287,6 +290,21 @@ class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):
             run.result.hits[spec.name] += 1
             return _next_candidates(delta.new_nodes, delta.new_outputs)
         return []
+
+
+def _forget_last_match(specs: Sequence[RuleSpec]) -> None:
+    """Clears what onnxscript's matchers keep of the last graph and node they tried.
+
+    A matcher holds them, and the last match's bindings, until its next match; the rules
+    are module-level objects, so they would keep the last model (and its folded tensors)
+    alive after the run.
+    """
+    for spec in specs:
+        matcher = getattr(spec.rule, "_matcher", None)
+        if hasattr(matcher, "_init_match"):
+            matcher._init_match(0)
+        if hasattr(matcher, "_graph"):
+            matcher._graph = None
 
 
 def _discard(nodes: Sequence[ir.Node]) -> None:
