@@ -8,8 +8,8 @@ Usage::
 Generates the model if needed, runs ``eyefold.optimize`` once on the in-memory model and
 prints the report's step times, then profiles a second call on a fresh copy and prints the
 top functions by cumulative and by own time. With ``--file-path`` it profiles the file
-path instead: protobuf load, the neighbourhood path (``eyefold.proto_path``), protobuf
-serialization.
+path instead, as ``eyefold optimize IN OUT`` runs it (``eyefold.file_run.optimize_file``):
+protobuf load, the neighbourhood path (``eyefold.proto_path``), the atomic save.
 """
 
 from __future__ import annotations
@@ -70,18 +70,22 @@ def _print_stats(profiler: cProfile.Profile, top: int) -> None:
 
 
 def _profile_file_path(path: str, args: argparse.Namespace) -> int:
-    import onnx
+    """Profiles what ``eyefold optimize IN OUT`` runs, in this process (imports done)."""
+    import tempfile
 
+    from eyefold.file_run import optimize_file
     from eyefold.options import PipelineOptions
-    from eyefold.proto_path import optimize_proto
+    from eyefold.summary import Progress, RunLog
 
     options = PipelineOptions(size_limit=args.size_limit)
-    profiler = cProfile.Profile()
-    start = time.perf_counter()
-    profiler.enable()
-    model, report = optimize_proto(onnx.load(path), options)
-    model.SerializeToString()
-    profiler.disable()
+    with tempfile.TemporaryDirectory() as folder:
+        output = str(Path(folder) / "out.onnx")
+        log = RunLog(progress=Progress(enabled=False))
+        profiler = cProfile.Profile()
+        start = time.perf_counter()
+        profiler.enable()
+        report = optimize_file(path, output, options, log)
+        profiler.disable()
     print(f"file path on {args.model}: {time.perf_counter() - start:.3f} s (profiled)")
     for step in report.steps:
         print(f"  {step.name:24s} {step.seconds:8.3f} s")

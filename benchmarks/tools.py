@@ -96,11 +96,20 @@ def eyefold_proto(inp: str, out: str, args: argparse.Namespace) -> dict:
     from eyefold.proto_path import optimize_proto
 
     options = PipelineOptions(size_limit=args.size_limit, target_opset=args.target_opset)
-    model, report = optimize_proto(
-        onnx.load(inp, load_external_data=False), options, base_dir=os.path.dirname(inp)
-    )
-    _onnx_save(model, out, inp)
-    return {"path": report.steps[0].name}
+    run = optimize_proto(onnx.load(inp, load_external_data=False), options, source_path=inp)
+    _onnx_save(run.model, out, inp)
+    return {"path": run.report.steps[0].name}
+
+
+def eyefold_file(inp: str, out: str, args: argparse.Namespace) -> dict:
+    """What ``eyefold optimize IN OUT`` runs, in process: load, optimize, check-free save."""
+    from eyefold.file_run import optimize_file
+    from eyefold.options import PipelineOptions
+    from eyefold.summary import Progress, RunLog
+
+    options = PipelineOptions(size_limit=args.size_limit, target_opset=args.target_opset)
+    report = optimize_file(inp, out, options, RunLog(progress=Progress(enabled=False)))
+    return {"path": report.steps[1].name}
 
 
 def eyefold_inmem(inp: str, out: str, args: argparse.Namespace) -> dict:
@@ -236,6 +245,7 @@ _SETUP: dict[str, tuple[str, ...]] = {
     "eyefold_api": ("eyefold", "eyefold.model_files"),
     "eyefold_inmem": ("eyefold", "onnx_ir"),
     "eyefold_proto": ("eyefold", "eyefold.proto_path", "onnx"),
+    "eyefold_file": ("eyefold.file_run", "eyefold.proto_path", "eyefold.summary"),
     "eyefold_cli": (),
     "python_startup": (),
     "onnxscript_optimizer": ("onnx_ir", "onnxscript.optimizer"),

@@ -63,7 +63,8 @@ def optimize_with_report(
         # copy is deserialized (eyefold.proto_path).
         working = onnx.ModelProto()
         working.CopyFrom(model)
-        return OptimizeResult(*optimize_proto(working, options))
+        run = optimize_proto(working, options)
+        return OptimizeResult(run.model, run.report)
     raise TypeError(f"expected onnx.ModelProto or onnx_ir.Model, got {type(model).__name__}")
 
 

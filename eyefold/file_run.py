@@ -8,15 +8,19 @@ whichever way it was run.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import TYPE_CHECKING
 
 from eyefold.errors import EyefoldError
 
 if TYPE_CHECKING:
+    import onnx
     import onnx_ir as ir
 
+    from eyefold.model_files import SavedModel
     from eyefold.options import PipelineOptions
+    from eyefold.proto_path import ProtoRun
     from eyefold.report import Report
     from eyefold.summary import RunLog
 
@@ -55,7 +59,9 @@ def optimize_file(
     """Optimizes one model file into ``output_path`` (which may be ``input_path``).
 
     Nothing is written unless every step succeeded; the output is written under a
-    temporary name and renamed into place.
+    temporary name and renamed into place. The file is parsed by protobuf and only the
+    EyeLike neighbourhood goes through onnx-ir (:mod:`eyefold.proto_path`), unless the
+    whole model has to.
 
     Args:
         input_path: the model to read.
@@ -72,55 +78,99 @@ def optimize_file(
     Raises:
         EyefoldError: the model, the options or the files are the problem.
     """
-    from eyefold.model_files import (
-        check_output_path,
-        external_data_files,
-        files_bytes,
-        save_model,
-    )
-    from eyefold.summary import model_stats
+    from eyefold.model_files import check_output_path, files_bytes
 
     check_output_path(output_path)
-    model = _load(input_path, log)
-    input_files = [os.path.abspath(input_path), *external_data_files(model)]
-    log.before = model_stats(model, files_bytes(input_files))
-    report = _run_pipeline(model, options)
+    run = _run_pipeline(_load(input_path, log), input_path, options)
+    log.before = dataclasses.replace(
+        run.before, bytes=files_bytes([os.path.abspath(input_path), *run.data_files])
+    )
+    result = _saved_form(run, input_path, external_data)
     if check:
         from eyefold.check import check_equivalence
 
         with log.step("check", "checking the result against the original"):
             log.check = check_equivalence(
-                input_path, model, workdir=os.path.dirname(os.path.abspath(output_path))
+                input_path, result, workdir=os.path.dirname(os.path.abspath(output_path))
             )
     with log.step("save", f"saving {output_path}"):
-        log.output = save_model(
-            model,
-            output_path,
-            external_data=external_data,
-            source_path=input_path,
-            progress=log.progress,
-        )
-    log.after = model_stats(model, log.output.bytes)
-    log.merge_into(report)
-    return report
+        log.output = _save(result, input_path, output_path, external_data, log)
+    log.after = dataclasses.replace(run.after, bytes=log.output.bytes)
+    log.merge_into(run.report)
+    return run.report
 
 
 def inspect_file(input_path: str, options: PipelineOptions, log: RunLog) -> Report:
     """What :func:`optimize_file` would do to the model; writes nothing."""
-    model = _load(input_path, log)
-    report = _run_pipeline(model, options)
-    log.merge_into(report)
-    return report
+    run = _run_pipeline(_load(input_path, log), input_path, options)
+    log.merge_into(run.report)
+    return run.report
 
 
-def _load(input_path: str, log: RunLog) -> ir.Model:
-    from eyefold.model_files import load_model
+def _load(input_path: str, log: RunLog) -> onnx.ModelProto:
+    from eyefold.model_files import read_model_proto
 
     with log.step("load", f"loading {input_path}"):
-        return load_model(input_path)
+        return read_model_proto(input_path)
 
 
-def _run_pipeline(model: ir.Model, options: PipelineOptions) -> Report:
-    from eyefold.passes.pipeline import run_pipeline
+def _run_pipeline(
+    model: onnx.ModelProto, input_path: str, options: PipelineOptions
+) -> ProtoRun:
+    from eyefold.proto_path import optimize_proto
 
-    return run_pipeline(model, options)
+    return optimize_proto(model, options, source_path=input_path)
+
+
+def _saved_form(
+    run: ProtoRun, input_path: str, external_data: bool
+) -> onnx.ModelProto | ir.Model:
+    """The result as it is best saved: the proto, or onnx-ir's model with data files.
+
+    Tensors in data files are copied by :func:`eyefold.model_files.save_model`, which
+    needs the whole model in onnx-ir (its external tensors stay lazy).
+    """
+    from eyefold.model_files import model_from_proto
+
+    if run.whole_model is not None:
+        return run.whole_model
+    if external_data or run.data_files or _may_not_fit(run.model, input_path):
+        return model_from_proto(run.model, input_path)
+    return run.model
+
+
+def _may_not_fit(model: onnx.ModelProto, input_path: str) -> bool:
+    """Whether the result may reach protobuf's 2 GiB limit (then saved with data files).
+
+    Sizing a proto walks all of it in C++: done only when the input is that large already
+    (the neighbourhood path adds at most ``SPLICED_TENSOR_LIMIT_BYTES`` of tensors).
+    """
+    from eyefold.model_files import INLINE_LIMIT_BYTES
+    from eyefold.proto_path import SPLICED_TENSOR_LIMIT_BYTES
+
+    headroom = INLINE_LIMIT_BYTES - 2 * SPLICED_TENSOR_LIMIT_BYTES
+    if os.path.getsize(input_path) < headroom:
+        return False
+    return model.ByteSize() > INLINE_LIMIT_BYTES
+
+
+def _save(
+    model: onnx.ModelProto | ir.Model,
+    input_path: str,
+    output_path: str,
+    external_data: bool,
+    log: RunLog,
+) -> SavedModel:
+    import onnx
+
+    from eyefold.model_files import save_model, save_proto
+
+    if isinstance(model, onnx.ModelProto):
+        return save_proto(model, output_path, source_path=input_path)
+    return save_model(
+        model,
+        output_path,
+        external_data=external_data,
+        source_path=input_path,
+        progress=log.progress,
+    )

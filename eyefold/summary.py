@@ -13,14 +13,10 @@ import contextlib
 import dataclasses
 import os
 import sys
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TextIO
 
-import onnx_ir as ir
-
-from eyefold.core.domains import DEFAULT_DOMAINS, default_opset
-from eyefold.core.scopes import iter_scopes
+from eyefold.model_stats import ModelStats, model_stats, op_counts
 from eyefold.report import NodeOutcome, Report, StepTiming
 
 __all__ = [
@@ -40,51 +36,6 @@ __all__ = [
 MAX_NODE_LINES = 20
 # A step that took at least this long keeps its "... done in" line on the terminal.
 LONG_STEP_SECONDS = 0.5
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelStats:
-    """The numbers of the before/after table.
-
-    Attributes:
-        ops: node count per op type over every graph, subgraph and function
-            (``domain::Op`` outside the default domain).
-        initializers: initializers of the main graph and its subgraphs.
-        opset: default-domain opset.
-        bytes: size on disk of the model file and its external data, when known.
-    """
-
-    ops: dict[str, int]
-    initializers: int
-    opset: int | None
-    bytes: int | None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return dataclasses.asdict(self)
-
-
-def op_counts(model: ir.Model) -> dict[str, int]:
-    """Nodes per op type in the main graph, every subgraph and every function."""
-    return model_stats(model, None).ops
-
-
-def model_stats(model: ir.Model, nbytes: int | None) -> ModelStats:
-    """Counts ops and initializers in one walk (cheap: no tensor data is read)."""
-    counts: Counter[str] = Counter()
-    initializers = 0
-    for scope in iter_scopes(model):
-        if isinstance(scope.graph, ir.Graph):
-            initializers += len(scope.graph.initializers)
-        for node in scope.graph:
-            default = node.domain in DEFAULT_DOMAINS
-            counts[node.op_type if default else f"{node.domain}::{node.op_type}"] += 1
-    return ModelStats(
-        ops=dict(sorted(counts.items())),
-        initializers=initializers,
-        opset=default_opset(model.opset_imports),
-        bytes=nbytes,
-    )
 
 
 def use_color(stream: TextIO) -> bool:

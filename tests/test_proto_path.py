@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from eyefold.errors import EyefoldError
+from eyefold.model_stats import model_stats
 from eyefold.options import PipelineOptions
 from eyefold.passes.pipeline import pipeline_steps, run_steps
 from eyefold.proto_path import NEIGHBOURHOOD_STEP, optimize_proto
@@ -50,6 +51,15 @@ def _whole_model(model: onnx.ModelProto, options: PipelineOptions):
     return ir.serde.serialize_model(working), report
 
 
+def _proto(model: onnx.ModelProto, options: PipelineOptions):
+    """The proto path's model and report; its stats checked against a count of the model."""
+    before = model_stats(ir.serde.deserialize_model(model), None)
+    result = optimize_proto(model, options)
+    after = model_stats(ir.serde.deserialize_model(result.model), None)
+    assert (result.before, result.after) == (before, after)
+    return result.model, result.report
+
+
 def _outcome(run, model: onnx.ModelProto, options: PipelineOptions):
     """(model, report) or the error's type and message."""
     try:
@@ -61,7 +71,7 @@ def _outcome(run, model: onnx.ModelProto, options: PipelineOptions):
 def compare_paths(model: onnx.ModelProto, options: PipelineOptions, *, run: bool) -> str:
     """Asserts both paths agree on ``model``; returns the step the proto path took."""
     whole = _outcome(_whole_model, model, options)
-    proto = _outcome(optimize_proto, model, options)
+    proto = _outcome(_proto, model, options)
     if isinstance(whole[0], str) or isinstance(proto[0], str):
         assert proto == whole
         return "error"

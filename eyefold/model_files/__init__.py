@@ -2,10 +2,12 @@
 
 Modules:
 
-* :mod:`~eyefold.model_files.load`: :func:`load_model`, external data left lazy and the
-  structure checked.
+* :mod:`~eyefold.model_files.load`: :func:`read_model_proto` (protobuf only) and
+  :func:`load_model` / :func:`model_from_proto`, external data left lazy and the structure
+  checked.
 * :mod:`~eyefold.model_files.save`: :func:`save_model`, atomic, with or without external
-  data, and what it wrote (:class:`SavedModel`).
+  data, :func:`save_proto` for a proto with inline tensors, and what they wrote
+  (:class:`SavedModel`).
 * :mod:`~eyefold.model_files.data_file`: the external data file of a save: its name (the
   rule that never overwrites the data the existing OUTPUT reads), which old data files
   go, its contents.
@@ -25,13 +27,14 @@ from __future__ import annotations
 
 from eyefold.model_files.atomic_write import check_output_path, write_text
 from eyefold.model_files.data_file import EXTERNAL_DATA_THRESHOLD_BYTES, external_data_name
-from eyefold.model_files.load import load_model
+from eyefold.model_files.load import load_model, model_from_proto, read_model_proto
 from eyefold.model_files.save import (
     INLINE_LIMIT_BYTES,
     PROTOBUF_LIMIT_BYTES,
     SavedModel,
     files_bytes,
     save_model,
+    save_proto,
 )
 from eyefold.model_files.tensors import external_data_files, tensor_bytes
 
@@ -45,7 +48,10 @@ __all__ = [
     "external_data_name",
     "files_bytes",
     "load_model",
+    "model_from_proto",
+    "read_model_proto",
     "save_model",
+    "save_proto",
     "tensor_bytes",
     "write_text",
 ]

@@ -163,12 +163,12 @@ def _free_path(output: str) -> str:
 
 
 def plan_data_files(
-    model: ir.Model, output: str, external: bool, source: str | None
+    model: ir.Model | None, output: str, external: bool, source: str | None
 ) -> DataFiles:
     """Chooses the data file to write (see the module doc) and the stale ones to remove.
 
     Args:
-        model: the model to save.
+        model: the model to save (None: a proto saved as one file).
         output: OUTPUT, absolute.
         external: whether the model is saved with external data (a model saved as one
             file reads no data file, so it is not walked for them).
@@ -180,7 +180,7 @@ def plan_data_files(
     """
     own = source is not None and same_file(output, source)
     usual = os.path.join(os.path.dirname(output), external_data_name(output))
-    model_files = external_data_files(model) if external else []
+    model_files = external_data_files(model) if external and model is not None else []
     read = any(same_file(p, usual) for p in model_files)
     in_use = _files_in_use(output, model_files if own else [])
     if external and ((read and not own) or (os.path.lexists(usual) and not in_use)):

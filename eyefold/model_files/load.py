@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+import onnx
 import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
@@ -16,7 +17,7 @@ from eyefold.errors import ModelIOError
 from eyefold.model_files.structure_checks import check_structure, held_load_warnings
 from eyefold.model_files.tensors import check_external_data
 
-__all__ = ["load_model", "root_cause"]
+__all__ = ["load_model", "model_from_proto", "read_model_proto", "root_cause"]
 
 
 def root_cause(error: BaseException) -> BaseException:
@@ -26,17 +27,11 @@ def root_cause(error: BaseException) -> BaseException:
     return error
 
 
-def load_model(path: str | os.PathLike[str]) -> ir.Model:
-    """Loads a model with onnx-ir, external data left lazy (memory-mapped on first use).
-
-    The path is made absolute first: onnx-ir skips its external-data containment check when
-    the model's folder is an empty string (a bare file name), which would let ``../``
-    locations read outside the model's folder.
+def read_model_proto(path: str | os.PathLike[str]) -> onnx.ModelProto:
+    """Parses a model file with protobuf, external data left in its files.
 
     Raises:
         ModelIOError: the file is missing, unreadable or not an ONNX model.
-        InvalidModelError: an unknown operator, a dangling reference or a cycle (see
-            :mod:`eyefold.model_files.structure_checks`).
     """
     full_path = os.path.abspath(os.fspath(path))
     if not os.path.exists(full_path):
@@ -44,17 +39,49 @@ def load_model(path: str | os.PathLike[str]) -> ir.Model:
     if not os.path.isfile(full_path):
         raise ModelIOError(f"cannot read {full_path}: not a regular file")
     try:
-        with held_load_warnings():  # a dangling reference is an error, not a log line
-            model = ir.load(full_path)
-            check_structure(model)
+        proto = onnx.load(full_path, load_external_data=False)
     except DecodeError as error:
         raise ModelIOError(f"{full_path} is not an ONNX model (protobuf: {error})") from None
     except (OSError, ValueError, TypeError, RuntimeError) as error:
         raise ModelIOError(f"cannot load {full_path}: {root_cause(error)}") from None
-    if model.ir_version < 3 or not model.opset_imports:
+    if proto.ir_version < 3 or not proto.opset_import:
         raise ModelIOError(
-            f"{full_path} is not an ONNX model (ir_version {model.ir_version},"
-            f" {len(model.opset_imports)} opset imports)"
+            f"{full_path} is not an ONNX model (ir_version {proto.ir_version},"
+            f" {len(proto.opset_import)} opset imports)"
         )
+    return proto
+
+
+def model_from_proto(proto: onnx.ModelProto, model_path: str) -> ir.Model:
+    """The onnx-ir model of a proto read from ``model_path``, checked as a load is.
+
+    External tensors stay lazy, read relative to ``model_path``'s folder (made absolute
+    first: onnx-ir skips its external-data containment check when that folder is an empty
+    string, which would let ``../`` locations read outside it).
+
+    Raises:
+        ModelIOError: a tensor cannot be read as declared, or its data file is unsafe.
+        InvalidModelError: a dangling reference, a cycle, text that is not UTF-8... (see
+            :mod:`eyefold.model_files.structure_checks`).
+    """
+    full_path = os.path.abspath(model_path)
+    try:
+        with held_load_warnings():  # a dangling reference is an error, not a log line
+            model = ir.serde.deserialize_model(proto)
+            check_structure(model)
+    except (OSError, ValueError, TypeError, RuntimeError) as error:
+        raise ModelIOError(f"cannot load {full_path}: {root_cause(error)}") from None
+    ir.external_data.set_base_dir(model.graph, os.path.dirname(full_path))
     check_external_data(model, full_path)
     return model
+
+
+def load_model(path: str | os.PathLike[str]) -> ir.Model:
+    """Loads a model with onnx-ir, external data left lazy (memory-mapped on first use).
+
+    Raises:
+        ModelIOError: the file is missing, unreadable or not an ONNX model.
+        InvalidModelError: a dangling reference or a cycle (see
+            :mod:`eyefold.model_files.structure_checks`).
+    """
+    return model_from_proto(read_model_proto(path), os.path.abspath(os.fspath(path)))

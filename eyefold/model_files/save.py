@@ -31,6 +31,7 @@ import dataclasses
 import logging
 import os
 
+import onnx
 import onnx_ir as ir
 
 from eyefold.errors import ModelIOError
@@ -59,6 +60,7 @@ __all__ = [
     "SavedModel",
     "files_bytes",
     "save_model",
+    "save_proto",
 ]
 
 logger = logging.getLogger(__name__)
@@ -242,4 +244,39 @@ def save_model(
         data_path=data_path,
         bytes=files_bytes(written),
         external_tensors=len(originals),
+    )
+
+
+def save_proto(
+    proto: onnx.ModelProto,
+    path: str | os.PathLike[str],
+    *,
+    source_path: str | os.PathLike[str] | None = None,
+) -> SavedModel:
+    """Saves a proto whose tensors are all inline as one file, atomically.
+
+    The file path's save: the proto is serialized by protobuf in one call, with none of
+    onnx-ir's per-node work. A model with external data, or one to be saved with it, goes
+    through :func:`save_model` instead.
+
+    Raises:
+        ModelIOError: the folder is missing or the write fails (e.g. 2 GiB or more).
+    """
+    output = check_output_path(path)
+    remove_stale_temporaries(output)
+    source = None if source_path is None else os.path.abspath(os.fspath(source_path))
+    plan = plan_data_files(None, output, False, source)
+    temp_path, fd = open_temporary(output)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(proto.SerializeToString())
+            finish_file(handle, temp_path, output)
+        os.replace(temp_path, output)
+    except (OSError, ValueError) as error:  # ValueError: protobuf's 2 GiB limit
+        raise ModelIOError(f"cannot write {output}: {error}") from None
+    finally:
+        discard(temp_path)
+    _remove_stale(os.path.dirname(output), plan.stale)
+    return SavedModel(
+        path=output, data_path=None, bytes=files_bytes([output]), external_tensors=0
     )

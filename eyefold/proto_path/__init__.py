@@ -16,21 +16,37 @@ upgrade (it converts every node), or a result that cannot be spliced in order.
 
 from __future__ import annotations
 
+import dataclasses
+import gc
+import os
 import time
 
 import onnx
 import onnx_ir as ir
 
 from eyefold.core.domains import default_opset
+from eyefold.errors import EyefoldError
+from eyefold.model_files.load import model_from_proto
+from eyefold.model_files.structure_checks import check_structure
+from eyefold.model_files.tensors import check_external_data, external_data_files
+from eyefold.model_stats import ModelStats, model_stats, op_label
 from eyefold.options import PipelineOptions
 from eyefold.passes.pipeline import pipeline_steps, run_steps
 from eyefold.proto_path.extract import build_neighbourhood, choose_nodes
 from eyefold.proto_path.scan import scan_model
 from eyefold.proto_path.splice import SpliceError, splice
+from eyefold.proto_path.stats import stats_after, stats_before
 from eyefold.report import Report, StepTiming
 from eyefold.rule_registry import select_rules
 
-__all__ = ["NEIGHBOURHOOD_STEP", "WHOLE_MODEL_STEP", "optimize_proto", "whole_model_reason"]
+__all__ = [
+    "NEIGHBOURHOOD_STEP",
+    "SPLICED_TENSOR_LIMIT_BYTES",
+    "WHOLE_MODEL_STEP",
+    "ProtoRun",
+    "optimize_proto",
+    "whole_model_reason",
+]
 
 NEIGHBOURHOOD_STEP = "neighbourhood"
 WHOLE_MODEL_STEP = "whole-model"
@@ -40,6 +56,11 @@ def _identity_dtypes(options: PipelineOptions) -> frozenset[int]:
     specs = select_rules(options.rules, relaxed=options.relaxed)
     return frozenset(int(d) for spec in specs for d in spec.constant_dtypes)
 
+
+# New tensors (folded EyeLike outputs) over this many bytes in all are not written into
+# the proto: serialized there they would be held twice. The whole-model path writes them
+# from their arrays (eyefold.model_files.save_model streams them to the file).
+SPLICED_TENSOR_LIMIT_BYTES = 64 << 20
 
 # Readers of an EyeLike output whose patterns reach past the neighbourhood.
 _MASK_READERS = frozenset({"Mul"})
@@ -55,9 +76,40 @@ def whole_model_reason(model: onnx.ModelProto, options: PipelineOptions) -> str 
     return None
 
 
+@dataclasses.dataclass
+class ProtoRun:
+    """What :func:`optimize_proto` did.
+
+    Attributes:
+        report: the pipeline's report, its first step naming the path taken.
+        before: stats of the model as given (``bytes`` unknown).
+        after: stats of the result (``bytes`` unknown).
+        data_files: absolute paths of the data files the model as given keeps tensors in
+            (those of a model read from a file; a save must copy what the result reads).
+        whole_model: the onnx-ir result, when the whole-model path was taken (a file save
+            then needs no second deserialization).
+    """
+
+    report: Report
+    before: ModelStats
+    after: ModelStats
+    data_files: list[str]
+    whole_model: ir.Model | None = None
+    proto: onnx.ModelProto | None = None
+
+    @property
+    def model(self) -> onnx.ModelProto:
+        """The optimized proto (the argument itself, on the neighbourhood path)."""
+        if self.proto is None:
+            assert self.whole_model is not None
+            self.proto = ir.serde.serialize_model(self.whole_model)
+        return self.proto
+
+
 def _neighbourhood(
-    model: onnx.ModelProto, options: PipelineOptions, base_dir: str
-) -> Report | str:
+    model: onnx.ModelProto, options: PipelineOptions, source_path: str | None
+) -> ProtoRun | str:
+    base_dir = "" if source_path is None else os.path.dirname(source_path)
     start = time.perf_counter()
     index = scan_model(model, _identity_dtypes(options))
     if index.obstacle is not None:
@@ -65,47 +117,82 @@ def _neighbourhood(
     chosen = choose_nodes(index)
     if index.holders.intersection(chosen):
         return "a node holding subgraphs is in an EyeLike's neighbourhood"
-    if any(model.graph.node[p].op_type in _MASK_READERS for p in chosen):
+    if any(index.op_types[p] in _MASK_READERS for p in chosen):
         # The diagonal rules match Mul(data, mask) -> ReduceSum and read the data side's
         # shape chain: more than the neighbourhood holds.
         return "an EyeLike is used as a mask (Mul), which the diagonal rules look around"
-    hood = build_neighbourhood(model, index, chosen, base_dir)
+    before = stats_before(model, index)
+    try:
+        hood = build_neighbourhood(model, index, chosen, base_dir)
+        check_structure(hood.model)  # what a load checks, where onnx-ir reads the model
+    except (EyefoldError, UnicodeDecodeError, ValueError, ir.serde.SerdeError) as error:
+        # The whole-model path meets the same problem and names it as a load does.
+        return f"the neighbourhood cannot be read ({type(error).__name__})"
+    if source_path is not None and index.external_locations:
+        check_external_data(hood.model, source_path)  # the rest is checked when saved
     seconds = time.perf_counter() - start
     result = run_steps(hood.model, pipeline_steps(options))
+    added = hood.new_tensor_bytes()
+    if added > SPLICED_TENSOR_LIMIT_BYTES:
+        return f"{added} bytes of new tensors are written from their arrays"
     start = time.perf_counter()
+    initializers = len(model.graph.initializer)
     try:
         splice(model, index, hood)
     except SpliceError as error:
         return f"the result cannot be spliced back ({error})"
+    replaced = [op_label(index.domains[p], index.op_types[p]) for p in chosen]
+    written = [op_label(n.domain, n.op_type) for n in hood.written_nodes()]
+    after = stats_after(
+        model, before, replaced, written, len(model.graph.initializer) - initializers
+    )
     seconds += time.perf_counter() - start
     report = result.report
     report.steps.insert(0, StepTiming(NEIGHBOURHOOD_STEP, seconds, False))
     report.extra["neighbourhood"] = {"nodes": len(chosen), "of": len(model.graph.node)}
-    return report
+    files = [os.path.join(base_dir, location) for location in index.external_locations]
+    return ProtoRun(report, before, after, sorted(set(files)), proto=model)
+
+
+def _whole_model(
+    model: onnx.ModelProto, options: PipelineOptions, source_path: str | None, reason: str
+) -> ProtoRun:
+    """Deserializes everything (checked as a file load is, when read from a file)."""
+    if source_path is None:
+        working = ir.serde.deserialize_model(model)
+    else:
+        working = model_from_proto(model, source_path)
+    before = model_stats(working, None)
+    files = external_data_files(working)
+    report = run_steps(working, pipeline_steps(options)).report
+    report.steps.insert(0, StepTiming(f"{WHOLE_MODEL_STEP}: {reason}", 0.0, False))
+    report.extra["whole_model"] = reason
+    return ProtoRun(report, before, model_stats(working, None), files, working)
 
 
 def optimize_proto(
-    model: onnx.ModelProto, options: PipelineOptions, *, base_dir: str = ""
-) -> tuple[onnx.ModelProto, Report]:
+    model: onnx.ModelProto, options: PipelineOptions, *, source_path: str | None = None
+) -> ProtoRun:
     """Optimizes ``model`` in place where it can, else on a whole-model copy.
 
     Args:
         model: the model; changed in place on the neighbourhood path. On the whole-model
             path a new proto is returned and ``model`` is left as it was.
         options: the run's options.
-        base_dir: folder the model's external data is read from (lazily).
+        source_path: the file ``model`` was read from, if any: its external data is read
+            (lazily) from that folder, and the whole-model path checks the model as
+            loading the file does (:func:`eyefold.model_files.load.model_from_proto`).
 
     Returns:
-        The optimized proto (``model`` itself, or the whole-model result) and the report.
+        The optimized proto, the report and the stats before and after.
     """
     reason = whole_model_reason(model, options)
     if reason is None:
-        outcome = _neighbourhood(model, options, base_dir)
-        if isinstance(outcome, Report):
-            return model, outcome
+        full_path = None if source_path is None else os.path.abspath(source_path)
+        outcome = _neighbourhood(model, options, full_path)
+        if isinstance(outcome, ProtoRun):
+            return outcome
         reason = outcome
-    working = ir.serde.deserialize_model(model)
-    report = run_steps(working, pipeline_steps(options)).report
-    report.steps.insert(0, StepTiming(f"{WHOLE_MODEL_STEP}: {reason}", 0.0, False))
-    report.extra["whole_model"] = reason
-    return ir.serde.serialize_model(working), report
+        gc.collect()  # the neighbourhood's tensors go before the whole model is read
+
+    return _whole_model(model, options, source_path, reason)

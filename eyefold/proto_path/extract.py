@@ -67,6 +67,19 @@ class Neighbourhood:
     values: list[ir.Value]
     names: set[str]
 
+    def new_tensor_bytes(self) -> int:
+        """Bytes of the initializers the passes added (folded EyeLike outputs)."""
+        graph = self.model.graph
+        return sum(
+            value.const_value.nbytes
+            for name, value in graph.initializers.items()
+            if name not in self.initializers and value.const_value is not None
+        )
+
+    def written_nodes(self) -> list[ir.Node]:
+        """The small model's nodes the splice writes into the main graph."""
+        return [n for n in self.model.graph if n.domain != STAND_IN_DOMAIN]
+
 
 def _declared_static(index: GraphIndex, name: str) -> bool:
     """True when ``name`` has a declared element type and fully static shape."""

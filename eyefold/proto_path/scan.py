@@ -32,8 +32,10 @@ _DEFAULT_DOMAINS = ("", "ai.onnx")
 _GRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 # Default-domain ops that hold subgraphs; other domains may hold them too.
 _SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
-# Default-domain ops the walk looks into: subgraph holders and (identity) constants.
-_UNCOMMON_OPS = _SUBGRAPH_OPS | {"Constant"}
+# Default-domain ops the walk looks into: subgraph holders, (identity) constants, and the
+# ops with tensor attributes (whose data may be external).
+_UNCOMMON_OPS = _SUBGRAPH_OPS | {"Constant", "ConstantOfShape"}
+_EXTERNAL = onnx.TensorProto.EXTERNAL
 _DEFAULT_DOMAINS_SET = frozenset(_DEFAULT_DOMAINS)
 
 
@@ -58,6 +60,12 @@ class GraphIndex:
         obstacle: why the neighbourhood path cannot be taken, or None.
         node_inputs: each node's input names, by position.
         node_outputs: each node's output names, by position.
+        op_types: each node's op type, by position.
+        domains: each node's domain, by position.
+        external_locations: data file locations (as written) of the tensors the walk saw
+            keeping their data in a file: main graph initializers, tensor attributes of
+            the nodes the walk looks into (the only default-domain ops with tensor
+            attributes are among them), and every tensor of subgraphs and functions.
     """
 
     graph: onnx.GraphProto
@@ -73,6 +81,9 @@ class GraphIndex:
     obstacle: str | None = None
     node_inputs: list[list[str]] = dataclasses.field(default_factory=list)
     node_outputs: list[list[str]] = dataclasses.field(default_factory=list)
+    op_types: list[str] = dataclasses.field(default_factory=list)
+    domains: list[str] = dataclasses.field(default_factory=list)
+    external_locations: set[str] = dataclasses.field(default_factory=set)
     _masks: dict[str, int] = dataclasses.field(default_factory=dict)
     _walked: int = 0
 
@@ -113,6 +124,33 @@ def _subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
             yield from attr.graphs
 
 
+def _attribute_tensors(node: onnx.NodeProto) -> Iterator[onnx.TensorProto]:
+    for attr in node.attribute:
+        if attr.HasField("t"):
+            yield attr.t
+        yield from attr.tensors
+        if attr.HasField("sparse_tensor"):
+            yield attr.sparse_tensor.values
+            yield attr.sparse_tensor.indices
+
+
+def _graph_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    """Every tensor of a subgraph or function body, nested subgraphs included."""
+    yield from graph.initializer
+    for node in graph.node:
+        yield from _attribute_tensors(node)
+        for sub in _subgraphs(node):
+            yield from _graph_tensors(sub)
+
+
+def _note_external(index: GraphIndex, tensors: Iterator[onnx.TensorProto]) -> None:
+    """Adds the data file locations of the external ``tensors`` to the index."""
+    for tensor in tensors:
+        if tensor.data_location == _EXTERNAL:
+            locations = [e.value for e in tensor.external_data if e.key == "location"]
+            index.external_locations.update(locations or [""])
+
+
 def _is_identity_candidate(tensor: onnx.TensorProto, dtypes: frozenset[int]) -> bool:
     dims = tensor.dims
     return tensor.data_type in dtypes and len(dims) == 2 and dims[0] == dims[1]
@@ -151,6 +189,7 @@ def free_names(graph: onnx.GraphProto, dtypes: frozenset[int]) -> tuple[set[str]
 
 
 def _function_obstacle(model: onnx.ModelProto) -> str | None:
+    """Why a model-local function keeps the neighbourhood path from being taken, or None."""
     for function in model.functions:
         for node in function.node:
             if node.op_type == "EyeLike" and node.domain in _DEFAULT_DOMAINS:
@@ -178,6 +217,7 @@ def _index_io(index: GraphIndex, dtypes: frozenset[int]) -> None:
         index.obstacle = "two initializers share a name"
     if graph.sparse_initializer:
         index.obstacle = "the graph holds sparse initializers"
+    _note_external(index, iter(graph.initializer))
 
 
 def _index_node(
@@ -185,8 +225,10 @@ def _index_node(
 ) -> None:
     """Records a node holding subgraphs or an identity candidate (the uncommon cases)."""
     reads: set[str] = set()
+    _note_external(index, _attribute_tensors(node))
     for sub in _subgraphs(node):
         index.holders.add(position)
+        _note_external(index, _graph_tensors(sub))
         inner, obstacle = free_names(sub, dtypes)
         reads |= inner
         index.obstacle = index.obstacle or obstacle
@@ -214,8 +256,8 @@ def _index_nodes(index: GraphIndex, dtypes: frozenset[int]) -> None:
     """
     listed = list(index.graph.node)  # one wrapper per node, reused by every column
     index.node_inputs = ins = [n.input[:] for n in listed]
-    ops = [n.op_type for n in listed]
-    domains = [n.domain for n in listed]
+    ops = index.op_types = [n.op_type for n in listed]
+    domains = index.domains = [n.domain for n in listed]
     outs = index.node_outputs = [n.output[:] for n in listed]
     producer = index.producer = {o: i for i, names in enumerate(outs) for o in names if o}
     if len(producer) != sum(map(len, outs)) and len(producer) != len(
@@ -263,6 +305,9 @@ def scan_model(model: onnx.ModelProto, dtypes: frozenset[int] = frozenset()) -> 
     with cyclic_gc_paused():
         _index_io(index, dtypes)
         index.obstacle = index.obstacle or _function_obstacle(model)
+        for function in model.functions:
+            for node in function.node:
+                _note_external(index, _attribute_tensors(node))
         _index_nodes(index, dtypes)
     known = set(index.inputs) | index.initializers.keys() | index.producer.keys()
     missing = [name for name in index.outputs if name not in known]

@@ -57,9 +57,7 @@ def _plan(hood: Neighbourhood, index: GraphIndex) -> _Plan:
     readers, producers = _renames(hood)
     keys: dict[int, tuple[int, int, int]] = {}
     planned = []
-    for seq, node in enumerate(hood.model.graph):
-        if node.domain == STAND_IN_DOMAIN:
-            continue
+    for seq, node in enumerate(hood.written_nodes()):
         position = hood.positions.get(id(node))
         if position is not None:
             key = (position, 0, 0)

@@ -1,0 +1,73 @@
+"""The before/after table's numbers for a ModelProto, without walking the main graph again.
+
+The scan already read every main-graph node's op type (:class:`GraphIndex`), so the
+counts before come from that column; subgraphs (only the holders' nodes) and function
+bodies are walked, as the scan walked them. After the splice, the counts are those
+before, less the nodes the neighbourhood replaced, plus the nodes written back.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator
+
+import onnx
+
+from eyefold.core.domains import default_opset
+from eyefold.model_stats import ModelStats, op_label, sorted_counts
+from eyefold.proto_path.scan import GraphIndex
+
+__all__ = ["stats_after", "stats_before"]
+
+
+def _subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
+    for attr in node.attribute:
+        if attr.HasField("g"):
+            yield attr.g
+        yield from attr.graphs
+
+
+def _nested(nodes: Iterable[onnx.NodeProto], counts: Counter[str]) -> int:
+    """Counts the ops inside the subgraphs of ``nodes``; returns their initializers."""
+    initializers = 0
+    for node in nodes:
+        for sub in _subgraphs(node):
+            initializers += len(sub.initializer)
+            counts.update(op_label(n.domain, n.op_type) for n in sub.node)
+            initializers += _nested(sub.node, counts)
+    return initializers
+
+
+def _opset(model: onnx.ModelProto) -> int | None:
+    return default_opset({o.domain: o.version for o in model.opset_import})
+
+
+def stats_before(model: onnx.ModelProto, index: GraphIndex) -> ModelStats:
+    """Stats of ``model``, whose main graph ``index`` scanned (file bytes left unknown)."""
+    counts = Counter(map(op_label, index.domains, index.op_types))
+    holders = [model.graph.node[p] for p in sorted(index.holders)]
+    initializers = len(model.graph.initializer) + _nested(holders, counts)
+    for function in model.functions:
+        counts.update(op_label(n.domain, n.op_type) for n in function.node)
+        _nested(function.node, counts)
+    return ModelStats(sorted_counts(counts.items()), initializers, _opset(model), None)
+
+
+def stats_after(
+    model: onnx.ModelProto,
+    before: ModelStats,
+    replaced: Iterable[str],
+    written: Iterable[str],
+    initializers_added: int,
+) -> ModelStats:
+    """Stats of ``model`` after a splice: ``replaced`` op labels out, ``written`` in.
+
+    ``initializers_added`` is the change in main-graph initializers. Neither set holds
+    subgraphs (a holder in the neighbourhood sends the model down the whole-model path),
+    so only main-graph counts change.
+    """
+    counts = Counter(before.ops)
+    counts.subtract(replaced)
+    counts.update(written)
+    initializers = before.initializers + initializers_added
+    return ModelStats(sorted_counts(counts.items()), initializers, _opset(model), None)
