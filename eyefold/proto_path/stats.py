@@ -17,7 +17,7 @@ from eyefold.core.domains import default_opset
 from eyefold.model_stats import ModelStats, op_label, sorted_counts
 from eyefold.proto_path.scan import GraphIndex
 
-__all__ = ["stats_after", "stats_before"]
+__all__ = ["proto_stats", "stats_after", "stats_before"]
 
 
 def _subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
@@ -42,15 +42,32 @@ def _opset(model: onnx.ModelProto) -> int | None:
     return default_opset({o.domain: o.version for o in model.opset_import})
 
 
+def proto_stats(model: onnx.ModelProto) -> ModelStats:
+    """Stats of ``model`` from a walk of all of it.
+
+    For a proto about to be upgraded: the upgrade changes every node anyway, and the scan
+    comes after it.
+    """
+    counts = Counter(op_label(n.domain, n.op_type) for n in model.graph.node)
+    initializers = len(model.graph.initializer) + _nested(model.graph.node, counts)
+    return _with_functions(model, counts, initializers)
+
+
+def _with_functions(
+    model: onnx.ModelProto, counts: Counter[str], initializers: int
+) -> ModelStats:
+    for function in model.functions:
+        counts.update(op_label(n.domain, n.op_type) for n in function.node)
+        _nested(function.node, counts)
+    return ModelStats(sorted_counts(counts.items()), initializers, _opset(model), None)
+
+
 def stats_before(model: onnx.ModelProto, index: GraphIndex) -> ModelStats:
     """Stats of ``model``, whose main graph ``index`` scanned (file bytes left unknown)."""
     counts = Counter(map(op_label, index.domains, index.op_types))
     holders = [model.graph.node[p] for p in sorted(index.holders)]
     initializers = len(model.graph.initializer) + _nested(holders, counts)
-    for function in model.functions:
-        counts.update(op_label(n.domain, n.op_type) for n in function.node)
-        _nested(function.node, counts)
-    return ModelStats(sorted_counts(counts.items()), initializers, _opset(model), None)
+    return _with_functions(model, counts, initializers)
 
 
 def stats_after(
