@@ -268,8 +268,8 @@ def write_back(conversion: BodyConversion) -> int:
     return _merge_graph(
         body,
         conversion.nodes,
-        conversion.before.graph,
-        conversion.after.graph,
+        conversion.proto.before.graph,
+        conversion.proto.after.graph,
         scope,
-        conversion.opaque,
+        conversion.proto.opaque,
     )
