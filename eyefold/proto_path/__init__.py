@@ -10,8 +10,13 @@ into the proto (:mod:`.splice`). Nodes nobody touches are never deserialized.
 The whole-model path (deserialize everything, run the steps, serialize) is taken instead,
 and the report's steps say why, when the neighbourhood cannot stand for the model: an
 EyeLike or identity-shaped constant in a subgraph or function, a node holding subgraphs
-inside the neighbourhood, an unsorted or malformed graph, pinned input shapes, an opset
-upgrade (it converts every node), or a result that cannot be spliced in order.
+inside the neighbourhood, an unsorted or malformed graph, pinned input shapes, or a result
+that cannot be spliced in order.
+
+An opset upgrade converts every node, so it runs on the proto first (:mod:`.upgrade`, the
+same conversion as the pipeline's upgrade step, on weightless copies of the bodies); the
+pipeline's own upgrade step then has nothing left to do. What that upgrade cannot do the
+original proto takes to the whole-model path, which gives the result or the precise error.
 """
 
 from __future__ import annotations
@@ -27,13 +32,22 @@ from eyefold.passes.pipeline import pipeline_steps, run_steps
 from eyefold.proto_path.extract import build_neighbourhood, choose_nodes
 from eyefold.proto_path.scan import scan_model
 from eyefold.proto_path.splice import SpliceError, splice
+from eyefold.proto_path.upgrade import upgrade_proto
 from eyefold.report import Report, StepTiming
 from eyefold.rule_registry import select_rules
 
-__all__ = ["NEIGHBOURHOOD_STEP", "WHOLE_MODEL_STEP", "optimize_proto", "whole_model_reason"]
+__all__ = [
+    "NEIGHBOURHOOD_STEP",
+    "UPGRADE_STEP",
+    "WHOLE_MODEL_STEP",
+    "optimize_proto",
+    "whole_model_reason",
+]
 
 NEIGHBOURHOOD_STEP = "neighbourhood"
 WHOLE_MODEL_STEP = "whole-model"
+# The pipeline's name for its upgrade step (eyefold.passes.pipeline.pipeline_steps).
+UPGRADE_STEP = "upgrade"
 
 
 def _identity_dtypes(options: PipelineOptions) -> frozenset[int]:
@@ -49,10 +63,36 @@ def whole_model_reason(model: onnx.ModelProto, options: PipelineOptions) -> str 
     """Why ``options`` need the whole model whatever its graph, or None."""
     if options.input_shapes:
         return "input shapes are pinned on the whole model"
-    opset = default_opset({o.domain: o.version for o in model.opset_import})
-    if options.upgrade and opset is not None and opset < options.target_opset:
-        return f"the opset {opset} -> {options.target_opset} upgrade converts every node"
     return None
+
+
+def _upgrade(model: onnx.ModelProto, options: PipelineOptions) -> StepTiming | str | None:
+    """Upgrades ``model`` in place: the report's upgrade step, why not, or None (no upgrade).
+
+    The pipeline's upgrade step then finds the target opset: the returned timing stands in
+    for its record, so the report reads as the whole-model path's.
+    """
+    if not options.upgrade:
+        return None
+    opset = default_opset({o.domain: o.version for o in model.opset_import})
+    if opset is None or opset >= options.target_opset:
+        return None
+    start = time.perf_counter()
+    reason = upgrade_proto(model, options.target_opset)
+    if reason is not None:
+        return f"the opset {opset} -> {options.target_opset} upgrade: {reason}"
+    return StepTiming(UPGRADE_STEP, time.perf_counter() - start, True)
+
+
+def _as_upgraded(
+    report: Report, opset_before: int | None, upgrade: StepTiming | None
+) -> Report:
+    """The report of a run on the upgraded proto, as if the upgrade had been its step."""
+    if upgrade is None:
+        return report
+    report.opset_before = opset_before
+    report.steps = [upgrade if s.name == UPGRADE_STEP else s for s in report.steps]
+    return report
 
 
 def _neighbourhood(
@@ -90,22 +130,32 @@ def optimize_proto(
     """Optimizes ``model`` in place where it can, else on a whole-model copy.
 
     Args:
-        model: the model; changed in place on the neighbourhood path. On the whole-model
-            path a new proto is returned and ``model`` is left as it was.
+        model: the model; changed in place on the neighbourhood path, and by an opset
+            upgrade done on the proto (the whole-model path may then follow). Otherwise a
+            new proto is returned and ``model`` is left as it was.
         options: the run's options.
         base_dir: folder the model's external data is read from (lazily).
 
     Returns:
         The optimized proto (``model`` itself, or the whole-model result) and the report.
     """
+    opset_before = default_opset({o.domain: o.version for o in model.opset_import})
     reason = whole_model_reason(model, options)
+    upgrade = None
+    if reason is None:
+        outcome = _upgrade(model, options)
+        if isinstance(outcome, str):
+            reason = outcome
+        else:
+            upgrade = outcome
     if reason is None:
         outcome = _neighbourhood(model, options, base_dir)
         if isinstance(outcome, Report):
-            return model, outcome
+            return model, _as_upgraded(outcome, opset_before, upgrade)
         reason = outcome
+    # After a proto upgrade, the whole-model path's own upgrade has nothing left to do.
     working = ir.serde.deserialize_model(model)
     report = run_steps(working, pipeline_steps(options)).report
     report.steps.insert(0, StepTiming(f"{WHOLE_MODEL_STEP}: {reason}", 0.0, False))
     report.extra["whole_model"] = reason
-    return ir.serde.serialize_model(working), report
+    return ir.serde.serialize_model(working), _as_upgraded(report, opset_before, upgrade)
