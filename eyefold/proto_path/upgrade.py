@@ -36,7 +36,7 @@ from eyefold.passes._upgrade_validation import (
     set_default_opset,
 )
 from eyefold.passes._version_conversion import GraphConversion, convert_graph, is_large
-from eyefold.proto_path.upgrade_merge import MergedBody, merge_body, prune_value_info
+from eyefold.proto_path.upgrade_merge import MergedBody, merge_body, write_body
 
 __all__ = ["upgrade_proto"]
 
@@ -207,16 +207,6 @@ def _merge(originals: MutableSequence[onnx.NodeProto], converted: _Converted) ->
     )
 
 
-def _replace_nodes(
-    nodes: MutableSequence[onnx.NodeProto],
-    value_info: MutableSequence[onnx.ValueInfoProto],
-    merged: MergedBody,
-) -> None:
-    del nodes[:]  # the NodeProtos kept stay valid: protobuf only unlinks them
-    nodes.extend(merged.nodes)
-    prune_value_info(value_info, merged.dropped)
-
-
 def upgrade_proto(model: onnx.ModelProto, target: int) -> str | None:
     """Upgrades ``model`` in place to ``target`` as ``UpgradeOpsetPass`` upgrades onnx-ir.
 
@@ -270,11 +260,11 @@ def _upgrade(model: onnx.ModelProto, source: int, target: int) -> str | None:
         text = str(error).strip()
         return f"the upgrade failed ({text.splitlines()[0] if text else type(error).__name__})"
     # Nothing below can fail: the model is changed only now.
-    _replace_nodes(graph.node, graph.value_info, main.merged)
+    write_body(graph.node, graph.value_info, main.merged)
     rebuilt = main.merged.rebuilt
     for function, converted in functions:
         if converted is not None and converted.merged is not None:
-            _replace_nodes(function.node, function.value_info, converted.merged)
+            write_body(function.node, function.value_info, converted.merged)
             rebuilt += converted.merged.rebuilt
         _raise_imports(function.opset_import, target)
     _raise_imports(model.opset_import, target)

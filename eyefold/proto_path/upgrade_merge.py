@@ -14,13 +14,13 @@ fail, :class:`MergeError` says so; nothing has been changed by then.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, MutableSequence, Sequence
 
 import onnx
 
 from eyefold.passes._proto_writeback import changed_attributes, is_subgraph_change, match_nodes
 
-__all__ = ["MergeError", "MergedBody", "merge_body", "prune_value_info"]
+__all__ = ["MergeError", "MergedBody", "merge_body", "write_body"]
 
 _Opaque = Mapping[tuple[str, ...], onnx.NodeProto | None]
 _OPTIONAL_FIELDS = ("name", "doc_string", "domain", "overload")
@@ -36,12 +36,17 @@ class MergedBody:
     """A body's nodes after the write-back.
 
     Attributes:
-        nodes: the body's new nodes, originals where they are kept as they were.
+        nodes: the body's nodes in their new order: originals (patched ones too) and the
+            new nodes of ``added``.
+        patches: (original, the copy it is to become) for each node the converter changed.
+        added: nodes the converter added, not yet in the body.
         dropped: names of the values no node defines any more.
         rebuilt: nodes changed or added, counted as the onnx-ir write-back counts them.
     """
 
     nodes: list[onnx.NodeProto]
+    patches: list[tuple[onnx.NodeProto, onnx.NodeProto]]
+    added: list[onnx.NodeProto]
     dropped: set[str]
     rebuilt: int
 
@@ -150,35 +155,37 @@ def merge_body(
     Raises:
         MergeError: the onnx-ir write-back would reorder or reject the result.
     """
-    serialized = [i for i in range(len(originals)) if i not in hidden]
+    hidden_set = set(hidden)
+    serialized = [i for i in range(len(originals)) if i not in hidden_set]
     names = _NodeNames({node.name for node in originals})
     replacements: dict[int, list[onnx.NodeProto]] = {}
     pending: list[onnx.NodeProto] = []
-    added: set[str] = set()
+    patches: list[tuple[onnx.NodeProto, onnx.NodeProto]] = []
+    added: list[onnx.NodeProto] = []
+    defined: set[str] = set()
     last, rebuilt = -1, 0
     for proto, position in match_nodes(before, after):
         if position is None:
             if tuple(proto.output) in opaque:
                 raise MergeError(f"the converter replaced the opaque {proto.op_type} node")
-            pending.append(names.new_node(proto))
-            added.update(proto.output)
+            added.append(names.new_node(proto))
+            pending.append(added[-1])
+            defined.update(proto.output)
             rebuilt += 1
             continue
         if position < last:
             raise MergeError("the converter reordered the nodes it kept")
         last = position
         original, old = originals[serialized[position]], before.node[position]
-        if proto.SerializeToString() == old.SerializeToString():
-            pending.append(original)
-        else:
+        pending.append(original)
+        if proto.SerializeToString() != old.SerializeToString():
             node, changed = _patched(original, old, proto, opaque)
-            pending.append(node)
+            patches.append((original, node))
             rebuilt += changed
         replacements[position] = pending
         pending = []
     nodes: list[onnx.NodeProto] = []
     dropped: set[str] = set()
-    hidden_set = set(hidden)
     position = 0
     for index, original in enumerate(originals):
         if index in hidden_set:
@@ -191,7 +198,7 @@ def merge_body(
             nodes.extend(found)
         position += 1
     nodes.extend(pending)
-    return MergedBody(nodes, dropped - added, rebuilt)
+    return MergedBody(nodes, patches, added, dropped - defined, rebuilt)
 
 
 def merge_graph(
@@ -203,13 +210,36 @@ def merge_graph(
     """A copy of the subgraph ``original`` (converted from ``old``) matching ``new``."""
     if [v.name for v in new.output] != [v.name for v in original.output]:
         raise MergeError(f"the converter renamed the outputs of subgraph {original.name!r}")
-    body = merge_body(list(original.node), (), old, new, opaque)
     graph = onnx.GraphProto()
     graph.CopyFrom(original)
-    del graph.node[:]
-    graph.node.extend(body.nodes)
-    prune_value_info(graph.value_info, body.dropped)
+    body = merge_body(list(graph.node), (), old, new, opaque)
+    write_body(graph.node, graph.value_info, body)
     return graph, body.rebuilt
+
+
+def write_body(
+    nodes: MutableSequence[onnx.NodeProto],
+    value_info: MutableSequence[onnx.ValueInfoProto],
+    body: MergedBody,
+) -> None:
+    """Makes ``nodes`` (the body ``body`` was merged from) hold ``body``'s nodes.
+
+    Kept NodeProtos are neither copied nor moved in memory: patched ones are changed in
+    place, new ones appended, and the field is sorted into the new order (protobuf sorts
+    a repeated message field by reordering pointers), the dropped ones cut off its end.
+    """
+    for original, patched in body.patches:
+        original.CopyFrom(patched)
+    start = len(nodes)
+    nodes.extend(body.added)
+    appended = nodes[start:]  # held, so that sorting sees these very wrappers
+    rank = {id(node): position for position, node in enumerate(body.nodes)}
+    for proto, copy in zip(body.added, appended, strict=True):
+        rank[id(copy)] = rank.pop(id(proto))
+    end = len(body.nodes)
+    nodes.sort(key=lambda node: rank.get(id(node), end))  # type: ignore[attr-defined]
+    del nodes[end:]
+    prune_value_info(value_info, body.dropped)
 
 
 def prune_value_info(value_info: Sequence[onnx.ValueInfoProto], dropped: set[str]) -> None:
