@@ -155,6 +155,8 @@ def merge_body(
     Raises:
         MergeError: the onnx-ir write-back would reorder or reject the result.
     """
+    if [v.name for v in after.output] != [v.name for v in before.output]:
+        raise MergeError(f"the converter renamed the outputs of graph {before.name!r}")
     hidden_set = set(hidden)
     serialized = [i for i in range(len(originals)) if i not in hidden_set]
     names = _NodeNames({node.name for node in originals})
@@ -208,8 +210,6 @@ def merge_graph(
     opaque: _Opaque,
 ) -> tuple[onnx.GraphProto, int]:
     """A copy of the subgraph ``original`` (converted from ``old``) matching ``new``."""
-    if [v.name for v in new.output] != [v.name for v in original.output]:
-        raise MergeError(f"the converter renamed the outputs of subgraph {original.name!r}")
     graph = onnx.GraphProto()
     graph.CopyFrom(original)
     body = merge_body(list(graph.node), (), old, new, opaque)
