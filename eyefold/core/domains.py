@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import onnx
     import onnx_ir as ir
 
 __all__ = ["DEFAULT_DOMAINS", "default_opset", "function_label", "is_default_domain"]
@@ -35,7 +36,7 @@ def default_opset(*opset_tables: Mapping[str, int]) -> int | None:
     return None
 
 
-def function_label(function: ir.Function) -> str:
+def function_label(function: ir.Function | onnx.FunctionProto) -> str:
     """How reports name a model-local function: ``function domain::Name[::overload]``."""
     overload = f"::{function.overload}" if function.overload else ""
     return f"function {function.domain}::{function.name}{overload}"

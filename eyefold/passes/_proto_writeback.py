@@ -18,15 +18,15 @@ replace them (same names).
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterable, Mapping, MutableMapping
-from typing import TypeAlias
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from typing import TypeAlias, TypeGuard
 
 import onnx
 import onnx_ir as ir
 
 from eyefold.passes._version_conversion import BodyConversion
 
-__all__ = ["write_back"]
+__all__ = ["changed_attributes", "is_subgraph_change", "match_nodes", "write_back"]
 
 _GRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 
@@ -137,6 +137,63 @@ def _merge_subgraph_attribute(
     return rebuilt
 
 
+def changed_attributes(
+    old: onnx.NodeProto, new: onnx.NodeProto
+) -> Iterator[tuple[onnx.AttributeProto | None, onnx.AttributeProto | None]]:
+    """The attributes a converted node changed, so both write-backs patch alike.
+
+    Yields (converted attribute, the original's of that name or None) for each one that
+    differs, in the converted node's order; then (None, original) for each one dropped.
+    """
+    previous = {a.name: a for a in old.attribute}
+    for attribute in new.attribute:
+        prior = previous.pop(attribute.name, None)
+        if prior is None or prior.SerializeToString() != attribute.SerializeToString():
+            yield attribute, prior
+    for prior in previous.values():
+        yield None, prior
+
+
+def is_subgraph_change(
+    prior: onnx.AttributeProto | None, attribute: onnx.AttributeProto
+) -> TypeGuard[onnx.AttributeProto]:
+    """Whether a changed attribute holds the same kind of subgraphs (merged node by node)."""
+    return (
+        prior is not None and attribute.type in _GRAPH_TYPES and prior.type == attribute.type
+    )
+
+
+def match_nodes(
+    before: onnx.GraphProto, after: onnx.GraphProto
+) -> list[tuple[onnx.NodeProto, int | None]]:
+    """Each converted node with the position in ``before`` of the node it stands for.
+
+    A converted node stands for the original with the same op, domain, overload and
+    outputs (at most one each); None marks a node the converter added.
+    """
+    position_of: dict[str, int] = {}
+    for position, node in enumerate(before.node):
+        if node.output:
+            position_of.setdefault(node.output[0], position)
+    kept: set[int] = set()
+    matched: list[tuple[onnx.NodeProto, int | None]] = []
+    for proto in after.node:
+        position = position_of.get(proto.output[0]) if proto.output else None
+        if position is not None and position not in kept:
+            old = before.node[position]
+            if (old.op_type, old.domain, old.overload, list(old.output)) == (
+                proto.op_type,
+                proto.domain,
+                proto.overload,
+                list(proto.output),
+            ):
+                kept.add(position)
+                matched.append((proto, position))
+                continue
+        matched.append((proto, None))
+    return matched
+
+
 def _patch(
     node: ir.Node, old: onnx.NodeProto, new: onnx.NodeProto, scope: _Names, opaque: _Opaque
 ) -> int:
@@ -151,23 +208,16 @@ def _patch(
         changed = 1
     if tuple(new.output) in opaque:
         return changed  # EyeLike stand-in or attribute-reference node: attributes as were
-    previous = {a.name: a for a in old.attribute}
-    for attribute in new.attribute:
-        prior = previous.pop(attribute.name, None)
-        if prior is not None and prior.SerializeToString() == attribute.SerializeToString():
-            continue
-        if (
-            prior is not None
-            and attribute.type in _GRAPH_TYPES
-            and prior.type == attribute.type
-        ):
+    for attribute, prior in changed_attributes(old, new):
+        if attribute is None:
+            if prior is not None:
+                del node.attributes[prior.name]
+            changed = max(changed, 1)
+        elif is_subgraph_change(prior, attribute):
             changed += _merge_subgraph_attribute(node, prior, attribute, scope, opaque)
-            continue
-        node.attributes[attribute.name] = _attribute(attribute, scope)
-        changed = max(changed, 1)
-    for name in previous:
-        del node.attributes[name]
-        changed = max(changed, 1)
+        else:
+            node.attributes[attribute.name] = _attribute(attribute, scope)
+            changed = max(changed, 1)
     return changed
 
 
@@ -180,34 +230,20 @@ def _merge_graph(
     opaque: Mapping[tuple[str, ...], onnx.NodeProto | None],
 ) -> int:
     """Makes ``body`` match ``after``; returns the number of nodes changed or added."""
-    position_of = {}
-    for position, node in enumerate(nodes):
-        if node.outputs:
-            position_of.setdefault(node.outputs[0].name or "", position)
     kept: set[int] = set()
     final: list[tuple[ir.Node, bool]] = []
     rebuilt = 0
-    for proto in after.node:
-        position = position_of.get(proto.output[0]) if proto.output else None
-        node = None
-        if position is not None and position not in kept:
-            old = before.node[position]
-            if (old.op_type, old.domain, old.overload, list(old.output)) == (
-                proto.op_type,
-                proto.domain,
-                proto.overload,
-                list(proto.output),
-            ):
-                node = nodes[position]
-                kept.add(position)
-                if proto.SerializeToString() != old.SerializeToString():
-                    rebuilt += _patch(node, old, proto, scope, opaque)
-        if node is None:
+    for proto, position in match_nodes(before, after):
+        if position is None:
             node = _build_node(proto, scope)
             rebuilt += 1
-            final.append((node, False))
         else:
-            final.append((node, True))
+            node = nodes[position]
+            kept.add(position)
+            old = before.node[position]
+            if proto.SerializeToString() != old.SerializeToString():
+                rebuilt += _patch(node, old, proto, scope, opaque)
+        final.append((node, position is not None))
         for out in node.outputs:
             scope[out.name or ""] = out
     dropped = [node for position, node in enumerate(nodes) if position not in kept]
@@ -268,8 +304,8 @@ def write_back(conversion: BodyConversion) -> int:
     return _merge_graph(
         body,
         conversion.nodes,
-        conversion.before.graph,
-        conversion.after.graph,
+        conversion.proto.before.graph,
+        conversion.proto.after.graph,
         scope,
-        conversion.opaque,
+        conversion.proto.opaque,
     )

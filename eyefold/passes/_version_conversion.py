@@ -45,7 +45,11 @@ from eyefold.passes._proto_graphs import iter_proto_graphs
 __all__ = [
     "INLINE_TENSOR_LIMIT_BYTES",
     "BodyConversion",
+    "GraphConversion",
+    "check_source_opset",
     "convert_body",
+    "convert_graph",
+    "is_large",
     "iter_proto_graphs",
 ]
 
@@ -69,12 +73,10 @@ INLINE_TENSOR_LIMIT_BYTES = 4096
 
 
 @dataclasses.dataclass
-class BodyConversion:
-    """One graph body before and after onnx's converter.
+class GraphConversion:
+    """One weightless graph body before and after the converters.
 
     Attributes:
-        body: the ir graph or function that was converted.
-        nodes: the body's nodes that were serialized, aligned with ``before.graph.node``.
         before: the ModelProto handed to the converter (stand-ins in place).
         after: the converter's result.
         opaque: output-name tuples of the nodes the converter must not change (EyeLike
@@ -85,12 +87,31 @@ class BodyConversion:
             can name EyeLike.
     """
 
-    body: ir.Graph | ir.Function
-    nodes: list[ir.Node]
     before: onnx.ModelProto
     after: onnx.ModelProto
     opaque: dict[tuple[str, ...], onnx.NodeProto | None]
     stand_ins: set[tuple[str, ...]] = dataclasses.field(default_factory=set)
+
+
+@dataclasses.dataclass
+class BodyConversion:
+    """One onnx-ir graph body and the conversion of its weightless proto.
+
+    Attributes:
+        body: the ir graph or function that was converted.
+        nodes: the body's nodes that were serialized, aligned with
+            ``proto.before.graph.node`` (large Constant nodes are left out).
+        proto: the conversion itself.
+    """
+
+    body: ir.Graph | ir.Function
+    nodes: list[ir.Node]
+    proto: GraphConversion
+
+
+def is_large(tensor: ir.TensorProtocol) -> bool:
+    """Whether ``tensor`` stays out of the proto handed to the converter."""
+    return tensor.nbytes > INLINE_TENSOR_LIMIT_BYTES
 
 
 def _is_large_constant(node: ir.Node) -> bool:
@@ -100,7 +121,7 @@ def _is_large_constant(node: ir.Node) -> bool:
     return (
         value is not None
         and value.type == ir.AttributeType.TENSOR
-        and value.as_tensor().nbytes > INLINE_TENSOR_LIMIT_BYTES
+        and is_large(value.as_tensor())
     )
 
 
@@ -178,7 +199,7 @@ def _body_proto(
     small, large = [], []
     for value in graph.initializers.values():
         tensor = value.const_value
-        fits = tensor is not None and tensor.nbytes <= INLINE_TENSOR_LIMIT_BYTES
+        fits = tensor is not None and not is_large(tensor)
         (small if fits else large).append(value)
     view = ir.GraphView(
         inputs=list(body.inputs),
@@ -207,28 +228,65 @@ def convert_body(
     ir_version: int,
     where: str,
 ) -> BodyConversion:
-    """Converts one graph body from ``source`` to ``target`` with onnx's C++ converter.
-
-    Nothing in ``body`` is changed. Below opset 7 eyefold writes the opset-7 form itself
-    and the converter starts from there (see ``_legacy_opset_fixes``).
+    """Converts one onnx-ir graph body (see :func:`convert_graph`); changes nothing in it.
 
     Raises:
-        UpgradeError: the source opset is older than eyefold upgrades, a node's conversion
-            would change its results, or the converter failed; the message names the body
-            and the opsets.
+        UpgradeError: as :func:`convert_graph`.
+    """
+    check_source_opset(source, where)
+    hidden = [node for node in body if _is_large_constant(node)]
+    hidden_ids = {id(node) for node in hidden}
+    nodes = [node for node in body if id(node) not in hidden_ids]
+    graph = _body_proto(body, nodes, hidden)
+    conversion = convert_graph(
+        graph,
+        opset_imports=opset_imports,
+        source=source,
+        target=target,
+        ir_version=ir_version,
+        where=where,
+        in_function=isinstance(body, ir.Function),
+    )
+    return BodyConversion(body, nodes, conversion)
+
+
+def check_source_opset(source: int, where: str) -> None:
+    """Refuses a source opset older than eyefold upgrades.
+
+    Raises:
+        UpgradeError: names the body and the opsets.
     """
     if source < LEGACY_MIN_OPSET:
         raise UpgradeError(
             f"{where}: opset {source} is older than opset {LEGACY_MIN_OPSET}, the oldest"
             f" eyefold upgrades; run with --no-upgrade to keep opset {source}"
         )
-    hidden = [node for node in body if _is_large_constant(node)]
-    hidden_ids = {id(node) for node in hidden}
-    nodes = [node for node in body if id(node) not in hidden_ids]
-    graph = _body_proto(body, nodes, hidden)
+
+
+def convert_graph(
+    graph: onnx.GraphProto,
+    *,
+    opset_imports: dict[str, int],
+    source: int,
+    target: int,
+    ir_version: int,
+    where: str,
+    in_function: bool,
+) -> GraphConversion:
+    """Converts one weightless graph body from ``source`` to ``target``.
+
+    ``graph`` is the caller's own weightless copy: its EyeLike nodes become stand-ins in
+    place. Below opset 7 eyefold writes the opset-7 form itself and the converter starts
+    from there (see ``_legacy_opset_fixes``).
+
+    Raises:
+        UpgradeError: the source opset is older than eyefold upgrades, a node's conversion
+            would change its results, or the converter failed; the message names the body
+            and the opsets.
+    """
+    check_source_opset(source, where)
     opaque: dict[tuple[str, ...], onnx.NodeProto | None] = {}
     known: set[str] = set()
-    in_function = where if isinstance(body, ir.Function) else None
     stand_ins = {
         tuple(node.output)
         for subgraph in iter_proto_graphs(graph)
@@ -236,7 +294,7 @@ def convert_body(
         if node.op_type == "EyeLike" and node.domain in DEFAULT_DOMAINS
     }
     for subgraph in iter_proto_graphs(graph):
-        _mark_opaque(subgraph, opaque, in_function, (source, target))
+        _mark_opaque(subgraph, opaque, where if in_function else None, (source, target))
         known.update(t.name for t in subgraph.initializer)
     before = onnx.ModelProto(ir_version=ir_version, graph=graph)
     for domain, version in opset_imports.items():
@@ -254,7 +312,7 @@ def convert_body(
     for converted in iter_proto_graphs(after.graph):
         _new_initializers_to_constants(converted, known)
         keep_resize_10_coordinates(converted, source, where, upsamples)
-    return BodyConversion(body, nodes, before, after, opaque, stand_ins)
+    return GraphConversion(before, after, opaque, stand_ins)
 
 
 def _convert(before: onnx.ModelProto, source: int, target: int, where: str) -> onnx.ModelProto:

@@ -16,28 +16,31 @@ trip.
 from __future__ import annotations
 
 import logging
-import re
 
 import onnx
 import onnx_ir as ir
 
 from eyefold.core.analysis import node_label
 from eyefold.core.declarations import check_eyelike_declarations
-from eyefold.core.domains import DEFAULT_DOMAINS, default_opset, function_label
+from eyefold.core.domains import default_opset, function_label
 from eyefold.core.gc_pause import cyclic_gc_paused
 from eyefold.core.scopes import iter_nodes
 from eyefold.errors import InvalidModelError, UpgradeError
 from eyefold.eyelike_types import EYELIKE_MIN_OPSET
-from eyefold.onnx_safety import restore_names, stand_in_ops
 from eyefold.passes._proto_writeback import write_back
-from eyefold.passes._version_conversion import BodyConversion, convert_body, iter_proto_graphs
+from eyefold.passes._upgrade_validation import (
+    FunctionBody,
+    checkable_model,
+    checker_problem,
+    min_ir_version,
+    set_default_opset,
+)
+from eyefold.passes._version_conversion import BodyConversion, convert_body
 from eyefold.passes.infer_input_shapes import infer_eyelike_input_dims
 
 __all__ = ["UpgradeOpsetPass", "check_target_opset", "min_ir_version"]
 
 logger = logging.getLogger(__name__)
-
-_OP_IN_MESSAGE = re.compile(r"(?:OpType: |op_type:|for operator )(\w+)")
 
 
 def check_target_opset(
@@ -60,34 +63,6 @@ def check_target_opset(
             f"{what} {target_opset} is outside {lowest}..{newest}, the opsets onnx knows"
         )
     return target_opset
-
-
-def min_ir_version(opset: int) -> int:
-    """The lowest ir_version that may import the default domain at ``opset``."""
-    return onnx.helper.find_min_ir_version_for([onnx.helper.make_opsetid("", opset)])
-
-
-def _set_default_opset(opset_imports: dict[str, int], version: int) -> None:
-    """Raises the default-domain entry (either spelling, both when both exist)."""
-    for domain in DEFAULT_DOMAINS:
-        if domain in opset_imports and opset_imports[domain] < version:
-            opset_imports[domain] = version
-
-
-def _restore_references(graph: onnx.GraphProto, conversion: BodyConversion) -> None:
-    """Puts the nodes with attribute references (the converter drops them) back in a proto.
-
-    EyeLike stand-ins stay: they check as the same types and shapes, never crash onnx's
-    inference, and eyefold's own analysis validates the EyeLike nodes afterwards.
-    """
-    references = {k: v for k, v in conversion.opaque.items() if v is not None}
-    if not references:
-        return
-    for subgraph in iter_proto_graphs(graph):
-        for node in subgraph.node:
-            original = references.get(tuple(node.output))
-            if original is not None:
-                node.CopyFrom(original)
 
 
 def _convert_bodies(model: ir.Model, source: int, target: int) -> list[BodyConversion]:
@@ -181,9 +156,9 @@ class UpgradeOpsetPass(ir.passes.InPlacePass):
         self._validate(model, conversions, source=source, ir_version=ir_version)
         for conversion in conversions:
             self.rebuilt_nodes += write_back(conversion)
-        _set_default_opset(model.opset_imports, target)
+        set_default_opset(model.opset_imports, target)
         for function in model.functions.values():
-            _set_default_opset(function.opset_imports, target)
+            set_default_opset(function.opset_imports, target)
         model.ir_version = ir_version
         logger.info(
             "opset %d -> %d: %d nodes changed or added", source, target, self.rebuilt_nodes
@@ -205,8 +180,8 @@ class UpgradeOpsetPass(ir.passes.InPlacePass):
             InvalidModelError: the model was invalid before the upgrade already.
         """
         target = self.target_opset
-        stand_ins = set().union(*(c.stand_ins for c in conversions))
-        problem = _checker_problem(
+        stand_ins = set().union(*(c.proto.stand_ins for c in conversions))
+        problem = checker_problem(
             _checkable_model(model, conversions, target=target, ir_version=ir_version),
             stand_ins,
         )
@@ -215,7 +190,7 @@ class UpgradeOpsetPass(ir.passes.InPlacePass):
         original = _checkable_model(
             model, conversions, target=None, ir_version=model.ir_version
         )
-        if _checker_problem(original, stand_ins) is not None:
+        if checker_problem(original, stand_ins) is not None:
             # An EyeLike output declared against the spec: eyefold says it in full.
             check_eyelike_declarations(model, infer_eyelike_input_dims(model))
             raise InvalidModelError(f"the model is invalid at opset {source}{problem}")
@@ -225,25 +200,6 @@ class UpgradeOpsetPass(ir.passes.InPlacePass):
         )
 
 
-def _checker_problem(proto: onnx.ModelProto, stand_ins: set[tuple[str, ...]]) -> str | None:
-    """None if onnx's full checker accepts ``proto``, else " at op X: <first line>".
-
-    ``stand_ins`` (output names) mark the EyeLike stand-ins: the message names EyeLike.
-    """
-    try:
-        onnx.checker.check_model(proto, full_check=True)
-    except Exception as error:  # ValidationError, InferenceError and others
-        nodes = [n for g in iter_proto_graphs(proto.graph) for n in g.node]
-        nodes += [n for f in proto.functions for n in f.node]
-        ops = stand_in_ops(nodes, stand_ins)
-        text = restore_names(str(error), ops, {}).strip()
-        found = _OP_IN_MESSAGE.search(text)
-        op = f" at op {found.group(1)}" if found else ""
-        first = text.splitlines()[0] if text else type(error).__name__
-        return f"{op}: {first}"
-    return None
-
-
 def _checkable_model(
     model: ir.Model,
     conversions: list[BodyConversion],
@@ -251,39 +207,22 @@ def _checkable_model(
     target: int | None,
     ir_version: int,
 ) -> onnx.ModelProto:
-    """The converted model (or with ``target`` None, the original) for onnx's checker.
-
-    Built from (and in) the protos handed to and returned by the converter, so no weight
-    is serialized and the main graph is not copied; the write-back reads only their graphs.
-    """
+    """The converted model (or with ``target`` None, the original) for onnx's checker."""
     main, *functions = conversions
-    proto = main.before if target is None else main.after
-    del proto.functions[:]
-    proto.ir_version = ir_version
-    _restore_references(proto.graph, main)
-    del proto.opset_import[:]
-    imports = dict(model.opset_imports)
-    if target is not None:
-        _set_default_opset(imports, target)
-    for domain, version in imports.items():
-        proto.opset_import.add(domain=domain, version=version)
     converted = {id(c.body): c for c in functions}
+    bodies = []
     for function in model.functions.values():
-        function_proto = ir.serde.serialize_function(function)
+        body = FunctionBody(ir.serde.serialize_function(function))
         conversion = converted.get(id(function))
         if conversion is not None:
-            body = onnx.GraphProto()
-            body.CopyFrom(
-                conversion.before.graph if target is None else conversion.after.graph
-            )
-            _restore_references(body, conversion)
             serialized = {id(node) for node in conversion.nodes}
-            hidden = [node for node in function if id(node) not in serialized]
-            del function_proto.node[:]
-            function_proto.node.extend(ir.serde.serialize_node(node) for node in hidden)
-            function_proto.node.extend(body.node)
-            for opset in function_proto.opset_import:
-                if opset.domain in DEFAULT_DOMAINS and target is not None:
-                    opset.version = max(opset.version, target)
-        proto.functions.append(function_proto)
-    return proto
+            body.conversion = conversion.proto
+            body.hidden = [
+                ir.serde.serialize_node(node)
+                for node in function
+                if id(node) not in serialized
+            ]
+        bodies.append(body)
+    return checkable_model(
+        main.proto, bodies, dict(model.opset_imports), target=target, ir_version=ir_version
+    )

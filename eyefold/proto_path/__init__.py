@@ -10,8 +10,13 @@ into the proto (:mod:`.splice`). Nodes nobody touches are never deserialized.
 The whole-model path (deserialize everything, run the steps, serialize) is taken instead,
 and the report's steps say why, when the neighbourhood cannot stand for the model: an
 EyeLike or identity-shaped constant in a subgraph or function, a node holding subgraphs
-inside the neighbourhood, an unsorted or malformed graph, pinned input shapes, an opset
-upgrade (it converts every node), or a result that cannot be spliced in order.
+inside the neighbourhood, an unsorted or malformed graph, pinned input shapes, or a result
+that cannot be spliced in order.
+
+An opset upgrade converts every node, so it runs on the proto first (:mod:`.upgrade`, the
+same conversion as the pipeline's upgrade step, on weightless copies of the bodies); the
+pipeline's own upgrade step then has nothing left to do. What that upgrade cannot do the
+original proto takes to the whole-model path, which gives the result or the precise error.
 """
 
 from __future__ import annotations
@@ -35,13 +40,15 @@ from eyefold.passes.pipeline import pipeline_steps, run_steps
 from eyefold.proto_path.extract import build_neighbourhood, choose_nodes
 from eyefold.proto_path.scan import scan_model
 from eyefold.proto_path.splice import SpliceError, splice
-from eyefold.proto_path.stats import stats_after, stats_before
+from eyefold.proto_path.stats import proto_stats, stats_after, stats_before
+from eyefold.proto_path.upgrade import upgrade_proto
 from eyefold.report import Report, StepTiming
 from eyefold.rule_registry import select_rules
 
 __all__ = [
     "NEIGHBOURHOOD_STEP",
     "SPLICED_TENSOR_LIMIT_BYTES",
+    "UPGRADE_STEP",
     "WHOLE_MODEL_STEP",
     "ProtoRun",
     "optimize_proto",
@@ -50,6 +57,8 @@ __all__ = [
 
 NEIGHBOURHOOD_STEP = "neighbourhood"
 WHOLE_MODEL_STEP = "whole-model"
+# The pipeline's name for its upgrade step (eyefold.passes.pipeline.pipeline_steps).
+UPGRADE_STEP = "upgrade"
 
 
 def _identity_dtypes(options: PipelineOptions) -> frozenset[int]:
@@ -70,9 +79,6 @@ def whole_model_reason(model: onnx.ModelProto, options: PipelineOptions) -> str 
     """Why ``options`` need the whole model whatever its graph, or None."""
     if options.input_shapes:
         return "input shapes are pinned on the whole model"
-    opset = default_opset({o.domain: o.version for o in model.opset_import})
-    if options.upgrade and opset is not None and opset < options.target_opset:
-        return f"the opset {opset} -> {options.target_opset} upgrade converts every node"
     return None
 
 
@@ -104,6 +110,43 @@ class ProtoRun:
             assert self.whole_model is not None
             self.proto = ir.serde.serialize_model(self.whole_model)
         return self.proto
+
+
+def _upgrade(model: onnx.ModelProto, options: PipelineOptions) -> StepTiming | str | None:
+    """Upgrades ``model`` in place: the report's upgrade step, why not, or None (no upgrade).
+
+    The pipeline's upgrade step then finds the target opset: the returned timing stands in
+    for its record, so the report reads as the whole-model path's.
+    """
+    if not options.upgrade:
+        return None
+    opset = default_opset({o.domain: o.version for o in model.opset_import})
+    if opset is None or opset >= options.target_opset:
+        return None
+    start = time.perf_counter()
+    reason = upgrade_proto(model, options.target_opset)
+    if reason is not None:
+        return f"the opset {opset} -> {options.target_opset} upgrade: {reason}"
+    return StepTiming(UPGRADE_STEP, time.perf_counter() - start, True)
+
+
+def _as_upgraded(
+    run: ProtoRun,
+    given: ModelStats | None,
+    opset_before: int | None,
+    upgrade: StepTiming | None,
+) -> ProtoRun:
+    """A run on the upgraded proto, as if the upgrade had been its step.
+
+    ``given`` holds the stats of the model before the upgrade.
+    """
+    if upgrade is None or given is None:
+        return run
+    run.before = given
+    run.report.opset_before = opset_before
+    steps = run.report.steps
+    run.report.steps = [upgrade if s.name == UPGRADE_STEP else s for s in steps]
+    return run
 
 
 def _neighbourhood(
@@ -176,8 +219,9 @@ def optimize_proto(
     """Optimizes ``model`` in place where it can, else on a whole-model copy.
 
     Args:
-        model: the model; changed in place on the neighbourhood path. On the whole-model
-            path a new proto is returned and ``model`` is left as it was.
+        model: the model; changed in place on the neighbourhood path, and by an opset
+            upgrade done on the proto (the whole-model path may then follow). Otherwise a
+            new proto is returned and ``model`` is left as it was.
         options: the run's options.
         source_path: the file ``model`` was read from, if any: its external data is read
             (lazily) from that folder, and the whole-model path checks the model as
@@ -186,13 +230,27 @@ def optimize_proto(
     Returns:
         The optimized proto, the report and the stats before and after.
     """
+    opset_before = default_opset({o.domain: o.version for o in model.opset_import})
     reason = whole_model_reason(model, options)
+    upgrade = None
+    upgrades = options.upgrade and opset_before is not None
+    if reason is None and upgrades and opset_before < options.target_opset:
+        given: ModelStats | None = proto_stats(model)  # the upgrade changes every node
+    else:
+        given = None
+    if reason is None:
+        outcome = _upgrade(model, options)
+        if isinstance(outcome, str):
+            reason = outcome
+        else:
+            upgrade = outcome
     if reason is None:
         full_path = None if source_path is None else os.path.abspath(source_path)
         outcome = _neighbourhood(model, options, full_path)
         if isinstance(outcome, ProtoRun):
-            return outcome
+            return _as_upgraded(outcome, given, opset_before, upgrade)
         reason = outcome
         gc.collect()  # the neighbourhood's tensors go before the whole model is read
-
-    return _whole_model(model, options, source_path, reason)
+    # After a proto upgrade, the whole-model path's own upgrade has nothing left to do.
+    run = _whole_model(model, options, source_path, reason)
+    return _as_upgraded(run, given, opset_before, upgrade)

@@ -99,9 +99,20 @@ def _declared_static(index: GraphIndex, name: str) -> bool:
     return all(d.HasField("dim_value") for d in tensor.shape.dim)
 
 
-def _backward(index: GraphIndex, chosen: set[int], start: int, levels: int | None) -> None:
-    """Adds the producers of ``start``'s inputs, ``levels`` deep (None: all of them)."""
-    seen = {start}
+def _backward(
+    index: GraphIndex,
+    chosen: set[int],
+    start: int,
+    levels: int | None,
+    sliced: set[int],
+) -> None:
+    """Adds the producers of ``start``'s inputs, ``levels`` deep (None: all of them).
+
+    ``sliced`` holds the nodes whose whole backward slice is chosen already: full walks
+    share it, so EyeLike nodes along one long chain do not each walk it all again.
+    """
+    seen = sliced if levels is None else {start}
+    seen.add(start)
     work = [(start, 0)]
     while work:
         position, depth = work.pop()
@@ -158,10 +169,11 @@ def choose_nodes(index: GraphIndex) -> list[int]:
     chosen: set[int] = set(index.eyelike)
     removable: set[int] = set(index.eyelike)
     nodes = index.graph.node
+    sliced: set[int] = set()
     for position in index.eyelike:
         inputs = index.node_inputs[position]
         full = bool(inputs) and not _declared_static(index, inputs[0])
-        _backward(index, chosen, position, None if full else 1)
+        _backward(index, chosen, position, None if full else 1, sliced)
         _forward(index, chosen, removable, [o for o in nodes[position].output if o])
     for name in index.identity_candidates:
         for consumer in index.consumers.get(name, ()):

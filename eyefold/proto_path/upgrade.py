@@ -1,0 +1,273 @@
+"""Upgrade a ModelProto's opset in place, converting weightless copies of its bodies.
+
+The conversion is ``UpgradeOpsetPass``'s: each body (the main graph with its subgraphs,
+each model-local function below the target) goes through :func:`convert_graph` as a
+weightless GraphProto, and onnx's full checker validates the converted model (functions
+included, ``_upgrade_validation``) before the model is touched. Only the ends differ: the
+weightless body is built from the proto's own fields, large initializers and Constant
+tensors declared as typed graph inputs (their TensorProtos are neither copied nor
+moved), and the converted nodes replace the body's (:mod:`.upgrade_merge`), the original
+NodeProtos kept wherever the converter left them as they were.
+
+Whatever the onnx-ir upgrade would refuse, or might do otherwise (an error of any kind,
+an EyeLike in a scope older than EyeLike, sparse initializers, a result the onnx-ir
+write-back would reorder), makes :func:`upgrade_proto` return why, the model unchanged:
+the whole-model path then gives the result or the precise error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterable, MutableSequence
+
+import onnx
+import onnx_ir as ir
+
+from eyefold.core.domains import DEFAULT_DOMAINS, default_opset, function_label
+from eyefold.core.gc_pause import cyclic_gc_paused
+from eyefold.eyelike_types import EYELIKE_MIN_OPSET
+from eyefold.passes._proto_graphs import iter_proto_graphs
+from eyefold.passes._upgrade_validation import (
+    FunctionBody,
+    checkable_model,
+    checker_problem,
+    min_ir_version,
+    set_default_opset,
+)
+from eyefold.passes._version_conversion import GraphConversion, convert_graph, is_large
+from eyefold.proto_path.upgrade_merge import MergedBody, merge_body, write_body
+
+__all__ = ["upgrade_proto"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class _Weightless:
+    """A body's weightless GraphProto and the positions of the Constant nodes left out."""
+
+    graph: onnx.GraphProto
+    hidden: list[int]
+
+
+def _large_constant(node: onnx.NodeProto) -> onnx.TensorProto | None:
+    """The tensor of a Constant node too large to hand to the converter, else None."""
+    if node.op_type != "Constant" or node.domain not in DEFAULT_DOMAINS:
+        return None
+    for attribute in node.attribute:
+        if attribute.name == "value" and attribute.type == onnx.AttributeProto.TENSOR:
+            return attribute.t if is_large(ir.serde.deserialize_tensor(attribute.t)) else None
+    return None
+
+
+def _typed_input(name: str, tensor: onnx.TensorProto) -> onnx.ValueInfoProto:
+    return onnx.helper.make_tensor_value_info(name, tensor.data_type, list(tensor.dims))
+
+
+def _weightless(
+    name: str,
+    nodes: MutableSequence[onnx.NodeProto],
+    io: tuple[Iterable[onnx.ValueInfoProto], Iterable[onnx.ValueInfoProto]],
+    value_info: Iterable[onnx.ValueInfoProto],
+    initializers: Iterable[onnx.TensorProto] = (),
+) -> _Weightless:
+    """A GraphProto of the body with its large tensors declared as typed inputs."""
+    graph = onnx.GraphProto(name=name or "eyefold_upgrade")
+    graph.input.extend(io[0])
+    graph.output.extend(io[1])
+    graph.value_info.extend(value_info)
+    declared = {value.name for value in graph.input}
+    for tensor in initializers:
+        if not is_large(ir.serde.deserialize_tensor(tensor)):
+            graph.initializer.append(tensor)
+        elif tensor.name not in declared:
+            graph.input.append(_typed_input(tensor.name, tensor))
+    hidden = []
+    for position, node in enumerate(nodes):
+        tensor = _large_constant(node) if node.op_type == "Constant" else None
+        if tensor is not None:
+            hidden.append(position)
+            graph.input.append(_typed_input(node.output[0], tensor))
+    if hidden:
+        skip = set(hidden)
+        graph.node.extend(n for i, n in enumerate(nodes) if i not in skip)
+    else:
+        graph.node.extend(nodes)
+    return _Weightless(graph, hidden)
+
+
+def _function_weightless(function: onnx.FunctionProto) -> _Weightless:
+    names = (
+        [onnx.ValueInfoProto(name=n) for n in function.input],
+        [onnx.ValueInfoProto(name=n) for n in function.output],
+    )
+    return _weightless(function.name, function.node, names, function.value_info)
+
+
+def _imports(entries: Iterable[onnx.OperatorSetIdProto]) -> dict[str, int]:
+    return {entry.domain: entry.version for entry in entries}
+
+
+def _raise_imports(entries: Iterable[onnx.OperatorSetIdProto], target: int) -> None:
+    entries = list(entries)
+    versions = _imports(entries)
+    set_default_opset(versions, target)
+    for entry in entries:
+        entry.version = versions[entry.domain]
+
+
+def _eyelike_predates(model: onnx.ModelProto, source: int) -> bool:
+    """Whether some scope with an EyeLike has an opset older than EyeLike (conservative)."""
+    opsets = [default_opset(_imports(f.opset_import)) or source for f in model.functions]
+    opsets.append(source)
+    if min(opsets) >= EYELIKE_MIN_OPSET:
+        return False
+    bodies = [n for g in iter_proto_graphs(model.graph) for n in g.node]
+    bodies += [n for f in model.functions for g in _function_graphs(f) for n in g.node]
+    return any(n.op_type == "EyeLike" and n.domain in DEFAULT_DOMAINS for n in bodies)
+
+
+def _function_graphs(function: onnx.FunctionProto) -> Iterable[onnx.GraphProto]:
+    return iter_proto_graphs(onnx.GraphProto(node=function.node))
+
+
+@dataclasses.dataclass
+class _Converted:
+    """One converted body: its weightless form, conversion and merged nodes."""
+
+    weightless: _Weightless
+    conversion: GraphConversion
+    merged: MergedBody | None = None
+
+
+def _convert_functions(
+    model: onnx.ModelProto, source: int, target: int
+) -> list[tuple[onnx.FunctionProto, _Converted | None]]:
+    converted: list[tuple[onnx.FunctionProto, _Converted | None]] = []
+    for function in model.functions:
+        imports = _imports(function.opset_import)
+        function_source = default_opset(imports) or source
+        if function_source >= target:
+            converted.append((function, None))
+            continue
+        if default_opset(imports) is None:
+            imports[""] = function_source
+        weightless = _function_weightless(function)
+        conversion = convert_graph(
+            weightless.graph,
+            opset_imports=imports,
+            source=function_source,
+            target=target,
+            ir_version=model.ir_version,
+            where=function_label(function),
+            in_function=True,
+        )
+        converted.append((function, _Converted(weightless, conversion)))
+    return converted
+
+
+def _check(
+    model: onnx.ModelProto,
+    main: _Converted,
+    functions: list[tuple[onnx.FunctionProto, _Converted | None]],
+    target: int,
+    ir_version: int,
+) -> str | None:
+    """What onnx's full checker finds in the converted model (None: it accepts it)."""
+    bodies = []
+    for function, converted in functions:
+        copy = onnx.FunctionProto()
+        copy.CopyFrom(function)
+        body = FunctionBody(copy)
+        if converted is not None:
+            body.conversion = converted.conversion
+            body.hidden = [function.node[i] for i in converted.weightless.hidden]
+        bodies.append(body)
+    conversions = [main.conversion] + [c.conversion for _, c in functions if c is not None]
+    stand_ins = set().union(*(c.stand_ins for c in conversions))
+    proto = checkable_model(
+        main.conversion,
+        bodies,
+        _imports(model.opset_import),
+        target=target,
+        ir_version=ir_version,
+    )
+    return checker_problem(proto, stand_ins)
+
+
+def _merge(originals: MutableSequence[onnx.NodeProto], converted: _Converted) -> MergedBody:
+    conversion = converted.conversion
+    return merge_body(
+        list(originals),
+        converted.weightless.hidden,
+        conversion.before.graph,
+        conversion.after.graph,
+        conversion.opaque,
+    )
+
+
+def upgrade_proto(model: onnx.ModelProto, target: int) -> str | None:
+    """Upgrades ``model`` in place to ``target`` as ``UpgradeOpsetPass`` upgrades onnx-ir.
+
+    Returns:
+        None when the model was upgraded or needed no upgrade; otherwise why the upgrade
+        is left to the whole-model path, the model unchanged.
+    """
+    source = default_opset(_imports(model.opset_import))
+    if source is None or source >= target:
+        return None
+    with cyclic_gc_paused():
+        return _upgrade(model, source, target)
+
+
+def _upgrade(model: onnx.ModelProto, source: int, target: int) -> str | None:
+    graph = model.graph
+    if graph.sparse_initializer:
+        return "the graph holds sparse initializers"
+    if _eyelike_predates(model, source):
+        return f"an EyeLike sits in a scope older than opset {EYELIKE_MIN_OPSET}"
+    ir_version = max(model.ir_version, min_ir_version(target))
+    try:
+        weightless = _weightless(
+            graph.name,
+            graph.node,
+            (graph.input, graph.output),
+            graph.value_info,
+            graph.initializer,
+        )
+        main = _Converted(
+            weightless,
+            convert_graph(
+                weightless.graph,
+                opset_imports=_imports(model.opset_import),
+                source=source,
+                target=target,
+                ir_version=model.ir_version,
+                where="main graph",
+                in_function=False,
+            ),
+        )
+        functions = _convert_functions(model, source, target)
+        problem = _check(model, main, functions, target, ir_version)
+        if problem is not None:
+            return f"the converted model fails onnx's checker{problem}"
+        main.merged = _merge(graph.node, main)
+        for function, converted in functions:
+            if converted is not None:
+                converted.merged = _merge(function.node, converted)
+    except Exception as error:  # UpgradeError, InvalidModelError and others
+        text = str(error).strip()
+        return f"the upgrade failed ({text.splitlines()[0] if text else type(error).__name__})"
+    # Nothing below can fail: the model is changed only now.
+    write_body(graph.node, graph.value_info, main.merged)
+    rebuilt = main.merged.rebuilt
+    for function, converted in functions:
+        if converted is not None and converted.merged is not None:
+            write_body(function.node, function.value_info, converted.merged)
+            rebuilt += converted.merged.rebuilt
+        _raise_imports(function.opset_import, target)
+    _raise_imports(model.opset_import, target)
+    model.ir_version = ir_version
+    logger.info("opset %d -> %d: %d nodes changed or added", source, target, rebuilt)
+    return None

@@ -1,0 +1,253 @@
+"""Write a converted weightless body back onto the ModelProto body it was made from.
+
+The rules are those of the onnx-ir write-back (``eyefold.passes._proto_writeback``), on
+NodeProtos: a converted node stands for the original with the same op and outputs
+(:func:`match_nodes`); the original is kept as it is where the converter left it
+unchanged, else a copy is patched (inputs, changed attributes, subgraphs merged node by
+node; opaque nodes keep their attributes); nodes the converter added go right before the
+next kept node. Large Constant nodes the converter never saw keep their places.
+
+Where the onnx-ir write-back would sort the body (the converter reordered kept nodes) or
+fail, :class:`MergeError` says so; nothing has been changed by then.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection, Mapping, MutableSequence, Sequence
+
+import onnx
+
+from eyefold.passes._proto_writeback import changed_attributes, is_subgraph_change, match_nodes
+
+__all__ = ["MergeError", "MergedBody", "merge_body", "write_body"]
+
+_Opaque = Mapping[tuple[str, ...], onnx.NodeProto | None]
+_OPTIONAL_FIELDS = ("name", "doc_string", "domain", "overload")
+_GRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+
+
+class MergeError(Exception):
+    """The converted body cannot be written back as the onnx-ir write-back would."""
+
+
+@dataclasses.dataclass
+class MergedBody:
+    """A body's nodes after the write-back.
+
+    Attributes:
+        nodes: the body's nodes in their new order: originals (patched ones too) and the
+            new nodes of ``added``.
+        patches: (original, the copy it is to become) for each node the converter changed.
+        added: nodes the converter added, not yet in the body.
+        dropped: names of the values no node defines any more.
+        rebuilt: nodes changed or added, counted as the onnx-ir write-back counts them.
+    """
+
+    nodes: list[onnx.NodeProto]
+    patches: list[tuple[onnx.NodeProto, onnx.NodeProto]]
+    added: list[onnx.NodeProto]
+    dropped: set[str]
+    rebuilt: int
+
+
+class _NodeNames:
+    """Names unnamed new nodes as an onnx-ir graph does when they are added to it.
+
+    ``node_<op>_<n>``, ``n`` counting the nodes named so far in the body, skipping names
+    taken (``onnx_ir._name_authority``).
+    """
+
+    def __init__(self, taken: set[str]) -> None:
+        self.taken = taken
+        self.counter = 0
+
+    def new_node(self, proto: onnx.NodeProto) -> onnx.NodeProto:
+        """A copy of a converter-made node, named, with empty optional fields unset."""
+        node = onnx.NodeProto()
+        node.CopyFrom(proto)
+        for field in _OPTIONAL_FIELDS:
+            if node.HasField(field) and not getattr(node, field):
+                node.ClearField(field)
+        if not node.name:
+            while f"node_{node.op_type}_{self.counter}" in self.taken:
+                self.counter += 1
+            node.name = f"node_{node.op_type}_{self.counter}"
+            self.counter += 1
+        self.taken.add(node.name)
+        return node
+
+
+def _merged_attribute(
+    original: onnx.AttributeProto,
+    old: onnx.AttributeProto,
+    new: onnx.AttributeProto,
+    opaque: _Opaque,
+) -> tuple[onnx.AttributeProto, int]:
+    merged = onnx.AttributeProto()
+    merged.CopyFrom(original)
+    rebuilt = 0
+    if new.type == onnx.AttributeProto.GRAPH:
+        graph, rebuilt = merge_graph(original.g, old.g, new.g, opaque)
+        merged.g.CopyFrom(graph)
+        return merged, rebuilt
+    if not len(original.graphs) == len(old.graphs) == len(new.graphs):
+        raise MergeError(f"attribute {new.name!r} holds another number of subgraphs")
+    del merged.graphs[:]
+    for triple in zip(original.graphs, old.graphs, new.graphs, strict=True):
+        graph, count = merge_graph(*triple, opaque)
+        merged.graphs.append(graph)
+        rebuilt += count
+    return merged, rebuilt
+
+
+def _patched(
+    original: onnx.NodeProto, old: onnx.NodeProto, new: onnx.NodeProto, opaque: _Opaque
+) -> tuple[onnx.NodeProto, int]:
+    """A copy of ``original`` (converted from ``old``) made to match ``new``."""
+    node = onnx.NodeProto()
+    node.CopyFrom(original)
+    changed = 0
+    if list(new.input) != list(old.input):
+        del node.input[:]
+        node.input.extend(new.input)
+        changed = 1
+    if tuple(new.output) in opaque:
+        return node, changed  # EyeLike or attribute-reference node: attributes as were
+    attributes = {a.name: a for a in node.attribute}
+    for attribute, prior in changed_attributes(old, new):
+        if attribute is None:
+            if prior is not None:
+                del attributes[prior.name]
+            changed = max(changed, 1)
+        elif attribute.type in _GRAPH_TYPES and not is_subgraph_change(prior, attribute):
+            raise MergeError(f"the converter made new subgraphs for {attribute.name!r}")
+        elif is_subgraph_change(prior, attribute):
+            merged, count = _merged_attribute(attributes[prior.name], prior, attribute, opaque)
+            attributes[prior.name] = merged
+            changed += count
+        else:
+            attributes[attribute.name] = attribute
+            changed = max(changed, 1)
+    kept = list(attributes.values())
+    del node.attribute[:]
+    node.attribute.extend(kept)
+    return node, changed
+
+
+def merge_body(
+    originals: Sequence[onnx.NodeProto],
+    hidden: Collection[int],
+    before: onnx.GraphProto,
+    after: onnx.GraphProto,
+    opaque: _Opaque,
+) -> MergedBody:
+    """The body's nodes once ``after`` is written back; ``originals`` are not changed.
+
+    Args:
+        originals: the body's nodes as they are.
+        hidden: positions in ``originals`` of the large Constant nodes left out of
+            ``before`` (whose nodes are the others, in order).
+        before: the weightless body handed to the converter.
+        after: the converter's result.
+        opaque: the conversion's opaque nodes.
+
+    Raises:
+        MergeError: the onnx-ir write-back would reorder or reject the result.
+    """
+    if [v.name for v in after.output] != [v.name for v in before.output]:
+        raise MergeError(f"the converter renamed the outputs of graph {before.name!r}")
+    hidden_set = set(hidden)
+    serialized = [i for i in range(len(originals)) if i not in hidden_set]
+    names = _NodeNames({node.name for node in originals})
+    replacements: dict[int, list[onnx.NodeProto]] = {}
+    pending: list[onnx.NodeProto] = []
+    patches: list[tuple[onnx.NodeProto, onnx.NodeProto]] = []
+    added: list[onnx.NodeProto] = []
+    defined: set[str] = set()
+    last, rebuilt = -1, 0
+    for proto, position in match_nodes(before, after):
+        if position is None:
+            if tuple(proto.output) in opaque:
+                raise MergeError(f"the converter replaced the opaque {proto.op_type} node")
+            added.append(names.new_node(proto))
+            pending.append(added[-1])
+            defined.update(proto.output)
+            rebuilt += 1
+            continue
+        if position < last:
+            raise MergeError("the converter reordered the nodes it kept")
+        last = position
+        original, old = originals[serialized[position]], before.node[position]
+        pending.append(original)
+        if proto.SerializeToString() != old.SerializeToString():
+            node, changed = _patched(original, old, proto, opaque)
+            patches.append((original, node))
+            rebuilt += changed
+        replacements[position] = pending
+        pending = []
+    nodes: list[onnx.NodeProto] = []
+    dropped: set[str] = set()
+    position = 0
+    for index, original in enumerate(originals):
+        if index in hidden_set:
+            nodes.append(original)
+            continue
+        found = replacements.get(position)
+        if found is None:
+            dropped.update(original.output)
+        else:
+            nodes.extend(found)
+        position += 1
+    nodes.extend(pending)
+    return MergedBody(nodes, patches, added, dropped - defined, rebuilt)
+
+
+def merge_graph(
+    original: onnx.GraphProto,
+    old: onnx.GraphProto,
+    new: onnx.GraphProto,
+    opaque: _Opaque,
+) -> tuple[onnx.GraphProto, int]:
+    """A copy of the subgraph ``original`` (converted from ``old``) matching ``new``."""
+    graph = onnx.GraphProto()
+    graph.CopyFrom(original)
+    body = merge_body(list(graph.node), (), old, new, opaque)
+    write_body(graph.node, graph.value_info, body)
+    return graph, body.rebuilt
+
+
+def write_body(
+    nodes: MutableSequence[onnx.NodeProto],
+    value_info: MutableSequence[onnx.ValueInfoProto],
+    body: MergedBody,
+) -> None:
+    """Makes ``nodes`` (the body ``body`` was merged from) hold ``body``'s nodes.
+
+    Kept NodeProtos are neither copied nor moved in memory: patched ones are changed in
+    place, new ones appended, and the field is sorted into the new order (protobuf sorts
+    a repeated message field by reordering pointers), the dropped ones cut off its end.
+    """
+    for original, patched in body.patches:
+        original.CopyFrom(patched)
+    start = len(nodes)
+    nodes.extend(body.added)
+    appended = nodes[start:]  # held, so that sorting sees these very wrappers
+    rank = {id(node): position for position, node in enumerate(body.nodes)}
+    for proto, copy in zip(body.added, appended, strict=True):
+        rank[id(copy)] = rank.pop(id(proto))
+    end = len(body.nodes)
+    nodes.sort(key=lambda node: rank.get(id(node), end))  # type: ignore[attr-defined]
+    del nodes[end:]
+    prune_value_info(value_info, body.dropped)
+
+
+def prune_value_info(value_info: Sequence[onnx.ValueInfoProto], dropped: set[str]) -> None:
+    """Removes the entries of values no node defines any more (onnx-ir drops them)."""
+    if not dropped:
+        return
+    kept = [v for v in value_info if v.name not in dropped]
+    if len(kept) == len(value_info):
+        return
+    del value_info[:]  # type: ignore[attr-defined]
+    value_info.extend(kept)  # type: ignore[attr-defined]
