@@ -19,7 +19,7 @@ from onnx import helper, numpy_helper
 
 from eyefold.errors import EyefoldError
 from eyefold.options import PipelineOptions
-from eyefold.passes import _version_conversion
+from eyefold.passes import version_conversion
 from eyefold.passes.pipeline import pipeline_steps, run_steps
 from eyefold.passes.upgrade_opset import UpgradeOpsetPass
 from eyefold.proto_path import NEIGHBOURHOOD_STEP, UPGRADE_STEP, optimize_proto
@@ -139,7 +139,7 @@ def test_large_tensors_are_neither_copied_nor_handed_to_the_converter(
     monkeypatch, upgrade_models
 ) -> None:
     handed: list[onnx.GraphProto] = []
-    convert = _version_conversion.convert_graph
+    convert = version_conversion.convert_graph
 
     def spy(graph: onnx.GraphProto, **keywords: object):
         handed.append(graph)

@@ -79,9 +79,9 @@ def test_registry_order_and_modules_are_the_same() -> None:
 def test_onnxscript_converter_floor_is_the_one_assumed() -> None:
     from onnxscript.version_converter import _version_converter
 
-    from eyefold.passes import _version_conversion
+    from eyefold.passes.onnxscript_conversion import NATIVE_MIN_OPSET
 
-    assert _version_conversion._NATIVE_MIN_OPSET == _version_converter.SUPPORTED_MIN_ONNX_OPSET
+    assert NATIVE_MIN_OPSET == _version_converter.SUPPORTED_MIN_ONNX_OPSET
 
 
 def test_runtime_version_comes_from_metadata_without_importing_it() -> None:

@@ -3,8 +3,8 @@
 The conversion itself is done by the well-kept converters: onnxscript's from opset 18 (up
 to the newest opset it has adapters for), onnx's C++ converter below that and beyond it.
 eyefold hands them each graph body separately and without its weights (see
-``_version_conversion``), writes back only the nodes they changed (see
-``_proto_writeback``), raises ``ir_version`` to the minimum the new opset needs, and
+``version_conversion``), writes back only the nodes they changed (see
+``proto_writeback``), raises ``ir_version`` to the minimum the new opset needs, and
 validates the result with ``onnx.checker.check_model(full_check=True)`` before touching the
 model: a failed upgrade leaves the model as it was.
 
@@ -27,16 +27,16 @@ from eyefold.core.gc_pause import cyclic_gc_paused
 from eyefold.core.scopes import iter_nodes
 from eyefold.errors import InvalidModelError, UpgradeError
 from eyefold.eyelike_types import EYELIKE_MIN_OPSET
-from eyefold.passes._proto_writeback import write_back
-from eyefold.passes._upgrade_validation import (
+from eyefold.passes.infer_input_shapes import infer_eyelike_input_dims
+from eyefold.passes.proto_writeback import write_back
+from eyefold.passes.upgrade_validation import (
     FunctionBody,
     checkable_model,
     checker_problem,
     min_ir_version,
     set_default_opset,
 )
-from eyefold.passes._version_conversion import BodyConversion, convert_body
-from eyefold.passes.infer_input_shapes import infer_eyelike_input_dims
+from eyefold.passes.version_conversion import BodyConversion, convert_body
 
 __all__ = ["UpgradeOpsetPass", "check_target_opset", "min_ir_version"]
 
@@ -102,7 +102,7 @@ class UpgradeOpsetPass(ir.passes.InPlacePass):
 
     Every node of the main graph, of its subgraphs and of every model-local function is
     converted to the target opset's form by onnxscript's or onnx's version converter (see
-    ``_version_conversion``); EyeLike nodes keep their ``k`` and ``dtype`` (an absent
+    ``version_conversion``); EyeLike nodes keep their ``k`` and ``dtype`` (an absent
     ``dtype`` stays absent). ``ir_version`` is raised to the minimum the target opset needs
     and never lowered. A model already at or above the target is left unchanged.
 

@@ -3,7 +3,7 @@
 The conversion is ``UpgradeOpsetPass``'s: each body (the main graph with its subgraphs,
 each model-local function below the target) goes through :func:`convert_graph` as a
 weightless GraphProto, and onnx's full checker validates the converted model (functions
-included, ``_upgrade_validation``) before the model is touched. Only the ends differ: the
+included, ``upgrade_validation``) before the model is touched. Only the ends differ: the
 weightless body is built from the proto's own fields, large initializers and Constant
 tensors declared as typed graph inputs (their TensorProtos are neither copied nor
 moved), and the converted nodes replace the body's (:mod:`.upgrade_merge`), the original
@@ -27,15 +27,15 @@ import onnx_ir as ir
 from eyefold.core.domains import DEFAULT_DOMAINS, default_opset, function_label
 from eyefold.core.gc_pause import cyclic_gc_paused
 from eyefold.eyelike_types import EYELIKE_MIN_OPSET
-from eyefold.passes._proto_graphs import iter_proto_graphs
-from eyefold.passes._upgrade_validation import (
+from eyefold.passes.proto_graphs import iter_proto_graphs
+from eyefold.passes.upgrade_validation import (
     FunctionBody,
     checkable_model,
     checker_problem,
     min_ir_version,
     set_default_opset,
 )
-from eyefold.passes._version_conversion import GraphConversion, convert_graph, is_large
+from eyefold.passes.version_conversion import GraphConversion, convert_graph, is_large
 from eyefold.proto_path.upgrade_merge import MergedBody, merge_body, write_body
 
 __all__ = ["upgrade_proto"]

@@ -1,6 +1,6 @@
 """Write a converted weightless body back onto the ModelProto body it was made from.
 
-The rules are those of the onnx-ir write-back (``eyefold.passes._proto_writeback``), on
+The rules are those of the onnx-ir write-back (``eyefold.passes.proto_writeback``), on
 NodeProtos: a converted node stands for the original with the same op and outputs
 (:func:`match_nodes`); the original is kept as it is where the converter left it
 unchanged, else a copy is patched (inputs, changed attributes, subgraphs merged node by
@@ -18,7 +18,7 @@ from collections.abc import Collection, Mapping, MutableSequence, Sequence
 
 import onnx
 
-from eyefold.passes._proto_writeback import changed_attributes, is_subgraph_change, match_nodes
+from eyefold.passes.proto_writeback import changed_attributes, is_subgraph_change, match_nodes
 
 __all__ = ["MergeError", "MergedBody", "merge_body", "write_body"]
 
@@ -186,11 +186,26 @@ def merge_body(
             rebuilt += changed
         replacements[position] = pending
         pending = []
+    nodes, dropped = _in_order(originals, hidden_set, replacements)
+    nodes.extend(pending)
+    return MergedBody(nodes, patches, added, dropped - defined, rebuilt)
+
+
+def _in_order(
+    originals: Sequence[onnx.NodeProto],
+    hidden: Collection[int],
+    replacements: dict[int, list[onnx.NodeProto]],
+) -> tuple[list[onnx.NodeProto], set[str]]:
+    """The body's nodes, converted ones in their originals' places, and the dropped outputs.
+
+    ``replacements`` maps a position among the converted (non-hidden) nodes to the nodes
+    that take its place; hidden Constant nodes keep theirs.
+    """
     nodes: list[onnx.NodeProto] = []
     dropped: set[str] = set()
     position = 0
     for index, original in enumerate(originals):
-        if index in hidden_set:
+        if index in hidden:
             nodes.append(original)
             continue
         found = replacements.get(position)
@@ -199,8 +214,7 @@ def merge_body(
         else:
             nodes.extend(found)
         position += 1
-    nodes.extend(pending)
-    return MergedBody(nodes, patches, added, dropped - defined, rebuilt)
+    return nodes, dropped
 
 
 def merge_graph(

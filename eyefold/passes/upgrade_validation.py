@@ -16,7 +16,7 @@ import onnx
 
 from eyefold.core.domains import DEFAULT_DOMAINS
 from eyefold.onnx_safety import restore_names, stand_in_ops
-from eyefold.passes._version_conversion import GraphConversion, iter_proto_graphs
+from eyefold.passes.version_conversion import GraphConversion, iter_proto_graphs
 
 __all__ = [
     "FunctionBody",

@@ -24,7 +24,7 @@ from typing import TypeAlias, TypeGuard
 import onnx
 import onnx_ir as ir
 
-from eyefold.passes._version_conversion import BodyConversion
+from eyefold.passes.version_conversion import BodyConversion
 
 __all__ = ["changed_attributes", "is_subgraph_change", "match_nodes", "write_back"]
 

@@ -18,14 +18,12 @@ segfaults on an EyeLike with a ``dtype`` whose input type is unknown. So each gr
 
 From opset 18 the same weightless proto goes through onnxscript's converter instead (see
 :func:`_convert`). Nodes the converters did not change are recognized afterwards by their
-serialized bytes and kept as they are (see ``_proto_writeback``).
+serialized bytes and kept as they are (see ``proto_writeback``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
-import types
 
 import onnx
 import onnx_ir as ir
@@ -40,7 +38,14 @@ from eyefold.passes._legacy_opset_fixes import (
     refuse_lossy_adapters,
     upsample_inputs,
 )
-from eyefold.passes._proto_graphs import iter_proto_graphs
+from eyefold.passes.onnxscript_conversion import (
+    HIDDEN_DOMAIN,
+    NATIVE_MIN_OPSET,
+    convert_with_onnxscript,
+    onnxscript_adapts,
+    onnxscript_converter,
+)
+from eyefold.passes.proto_graphs import iter_proto_graphs
 
 __all__ = [
     "INLINE_TENSOR_LIMIT_BYTES",
@@ -52,20 +57,6 @@ __all__ = [
     "is_large",
     "iter_proto_graphs",
 ]
-
-# onnxscript's converter works natively from opset 18 (its SUPPORTED_MIN_ONNX_OPSET, which
-# a test compares) up to its newest adapter table; it is imported only for bodies at 18+.
-_NATIVE_MIN_OPSET = 18
-
-
-def _onnxscript_converter() -> types.ModuleType:
-    """The converter module of onnxscript (private), imported on first use."""
-    from onnxscript.version_converter import _version_converter
-
-    return _version_converter
-
-
-_HIDDEN_DOMAIN = "pkg.eyefold.hidden"
 
 # Tensors up to this size travel with the graph handed to the converter, so its shape
 # inference can read Reshape targets and the like; larger ones are declared as typed inputs.
@@ -306,7 +297,7 @@ def convert_graph(
     except UpgradeError as error:  # its text may name a stand-in: say EyeLike
         nodes_before = (n for g in iter_proto_graphs(graph) for n in g.node)
         ops = stand_in_ops(nodes_before, stand_ins)
-        names = {_HIDDEN_DOMAIN: "ai.onnx"}
+        names = {HIDDEN_DOMAIN: "ai.onnx"}
         raise UpgradeError(restore_names(str(error), ops, names)) from None
     upsamples = upsample_inputs(before.graph) if source < 11 else set()
     for converted in iter_proto_graphs(after.graph):
@@ -326,9 +317,9 @@ def _convert(before: onnx.ModelProto, source: int, target: int, where: str) -> o
     """
     reached = default_opset({o.domain: o.version for o in before.opset_import}) or source
     proto = before
-    if source >= _NATIVE_MIN_OPSET and _onnxscript_adapts(before.graph, source, target):
-        reached = min(target, _onnxscript_converter().SUPPORTED_MAX_ONNX_OPSET)
-        proto = _convert_with_onnxscript(before, source, reached, where)
+    if source >= NATIVE_MIN_OPSET and onnxscript_adapts(before.graph, source, target):
+        reached = min(target, onnxscript_converter().SUPPORTED_MAX_ONNX_OPSET)
+        proto = convert_with_onnxscript(before, source, reached, where)
     if reached == target:
         return proto
     try:
@@ -340,80 +331,6 @@ def _convert(before: onnx.ModelProto, source: int, target: int, where: str) -> o
             f"{where}: onnx's version converter failed from opset {reached} to {target}:"
             f" {detail}; run with --no-upgrade to keep opset {source}"
         ) from None
-
-
-def _onnxscript_adapts(graph: onnx.GraphProto, source: int, target: int) -> bool:
-    """Whether onnxscript has an up-conversion adapter for an op of ``graph`` in range."""
-    ops = {
-        node.op_type
-        for subgraph in iter_proto_graphs(graph)
-        for node in subgraph.node
-        if node.domain in DEFAULT_DOMAINS
-    }
-    converter = _onnxscript_converter()
-    steps = range(source, min(target, converter.SUPPORTED_MAX_ONNX_OPSET))
-    lookup = converter.registry.lookup_adapters
-    return any(lookup("", op, step, True) is not None for op in ops for step in steps)
-
-
-class _Collect(logging.Handler):
-    """Keeps the log records of one call (onnxscript logs, and skips, nodes it fails on)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
-
-
-def _convert_with_onnxscript(
-    before: onnx.ModelProto, source: int, target: int, where: str
-) -> onnx.ModelProto:
-    """Runs onnxscript's converter on a weightless copy of ``before``.
-
-    Its public ``ConvertVersionPass`` first inlines every model-local function, so the
-    converter itself is called, on the weightless proto (never on the user's model), after
-    onnx's shape inference (safe there: EyeLike nodes are stand-ins), since its adapters
-    read shapes (GroupNormalization's channel count). Nodes with attribute references, which
-    it refuses, are hidden in a private domain (they were checked to need no conversion) and
-    put back afterwards.
-    """
-    try:
-        typed = onnx.shape_inference.infer_shapes(before, check_type=False, strict_mode=False)
-    except Exception:  # onnx raises several types; the converter then says what it lacks
-        typed = before
-    model = ir.serde.deserialize_model(typed)
-    hidden = [
-        node
-        for node in model.graph.all_nodes()
-        if node.domain in DEFAULT_DOMAINS and any(a.is_ref() for a in node.attributes.values())
-    ]
-    domains = [node.domain for node in hidden]
-    for node in hidden:
-        node.domain = _HIDDEN_DOMAIN
-    collect = _Collect()
-    converter = _onnxscript_converter()
-    converter_logger = logging.getLogger(converter.__name__)
-    propagate = converter_logger.propagate
-    converter_logger.addHandler(collect)
-    converter_logger.propagate = False  # its warnings become our error, not stderr noise
-    try:
-        converter.convert_version(model, target_version=target)
-        failure = collect.messages[0] if collect.messages else None
-    except Exception as error:  # VersionConverterError, or an adapter's own failure
-        failure = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
-    finally:
-        converter_logger.removeHandler(collect)
-        converter_logger.propagate = propagate
-    if failure is not None:
-        raise UpgradeError(
-            f"{where}: onnxscript's version converter failed from opset {source} to"
-            f" {target}: {failure}; run with --no-upgrade to keep opset {source}"
-        )
-    for node, domain in zip(hidden, domains, strict=True):
-        node.domain = domain
-    return ir.serde.serialize_model(model)
 
 
 def _new_initializers_to_constants(graph: onnx.GraphProto, known: set[str]) -> None:
