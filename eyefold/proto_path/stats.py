@@ -64,7 +64,11 @@ def _with_functions(
 
 def stats_before(model: onnx.ModelProto, index: GraphIndex) -> ModelStats:
     """Stats of ``model``, whose main graph ``index`` scanned (file bytes left unknown)."""
-    counts = Counter(map(op_label, index.domains, index.op_types))
+    counts: Counter[str] = Counter()
+    for (domain, op_type), count in Counter(
+        zip(index.domains, index.op_types, strict=True)
+    ).items():
+        counts[op_label(domain, op_type)] += count  # "" and "ai.onnx" share a label
     holders = [model.graph.node[p] for p in sorted(index.holders)]
     initializers = len(model.graph.initializer) + _nested(holders, counts)
     return _with_functions(model, counts, initializers)
