@@ -36,9 +36,10 @@ def _big(nodes: int) -> onnx.ModelProto:
     return generate.big(nodes)
 
 
-def _optimize_cli(source: Path, output: Path, report_folder: Path) -> dict:
+def _optimize_cli(source: Path, output: Path, report_folder: Path, *extra: str) -> dict:
     report = report_folder / f"{output.stem}.report.json"
-    status = main(["optimize", str(source), str(output), "-q", "--report", str(report)])
+    arguments = [str(source), str(output), "-q", "--report", str(report), *extra]
+    status = main(["optimize", *arguments])
     assert status == 0
     return json.loads(report.read_text())
 
@@ -143,3 +144,26 @@ def test_a_hostile_location_in_the_neighbourhood_is_refused(
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "outside the model's folder" in error[0], error
     assert not (tmp_path / "out.onnx").exists() and source.read_bytes() == before
+
+
+def test_a_large_fold_is_written_from_its_array(tmp_path: Path) -> None:
+    # 4200 x 4200 float32 = 70.6 MB, over SPLICED_TENSOR_LIMIT_BYTES: not serialized into
+    # the proto, but folded on the whole-model path and streamed into the file.
+    rows = 4200
+    source = tmp_path / "model.onnx"
+    onnx.save(
+        onnx.parser.parse_model(
+            f"""<ir_version: 10, opset_import: ["" : 22]>
+            g (float[{rows}, {rows}] x) => (float[{rows}, {rows}] y) {{
+                e = EyeLike <k = 1> (x)
+                y = Add (x, e)
+            }}"""
+        ),
+        source,
+    )
+    report = _optimize_cli(source, tmp_path / "out.onnx", tmp_path, "--size-limit", "100M")
+    assert report["steps"][1]["name"].startswith("whole-model: 70560000 bytes of new tensors")
+    assert report["eyelike"]["folded"] == 1
+    (tensor,) = onnx.load(str(tmp_path / "out.onnx")).graph.initializer
+    eye = onnx.numpy_helper.to_array(tensor)
+    assert np.array_equal(eye, np.eye(rows, k=1, dtype=np.float32))
