@@ -26,6 +26,16 @@ TWO_GIB = 2**31
 
 
 def _maxrss_kib(who: int = resource.RUSAGE_SELF) -> int:
+    """Peak RSS in KiB: this process's own ``VmHWM``, or the children's ``ru_maxrss``.
+
+    A process's own ``ru_maxrss`` starts at the RSS its parent had when it forked it
+    (Linux keeps the old memory's high-water mark across ``exec``); ``VmHWM`` does not.
+    """
+    if who == resource.RUSAGE_SELF:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
     return resource.getrusage(who).ru_maxrss
 
 
