@@ -81,7 +81,8 @@ def optimize_file(
     from eyefold.model_files import check_output_path, files_bytes
 
     check_output_path(output_path)
-    run = _run_pipeline(_load(input_path, log), input_path, options)
+    run = _run_pipeline(_load(input_path, log), input_path, options, with_stats=True)
+    assert run.before is not None and run.after is not None  # asked for: with_stats
     log.before = dataclasses.replace(
         run.before, bytes=files_bytes([os.path.abspath(input_path), *run.data_files])
     )
@@ -102,7 +103,7 @@ def optimize_file(
 
 def inspect_file(input_path: str, options: PipelineOptions, log: RunLog) -> Report:
     """What :func:`optimize_file` would do to the model; writes nothing."""
-    run = _run_pipeline(_load(input_path, log), input_path, options)
+    run = _run_pipeline(_load(input_path, log), input_path, options, with_stats=False)
     log.merge_into(run.report)
     return run.report
 
@@ -115,11 +116,11 @@ def _load(input_path: str, log: RunLog) -> onnx.ModelProto:
 
 
 def _run_pipeline(
-    model: onnx.ModelProto, input_path: str, options: PipelineOptions
+    model: onnx.ModelProto, input_path: str, options: PipelineOptions, *, with_stats: bool
 ) -> ProtoRun:
     from eyefold.proto_path import optimize_proto
 
-    return optimize_proto(model, options, source_path=input_path)
+    return optimize_proto(model, options, source_path=input_path, with_stats=with_stats)
 
 
 def _saved_form(

@@ -54,7 +54,7 @@ def _whole_model(model: onnx.ModelProto, options: PipelineOptions):
 def _proto(model: onnx.ModelProto, options: PipelineOptions):
     """The proto path's model and report; its stats checked against a count of the model."""
     before = model_stats(ir.serde.deserialize_model(model), None)
-    result = optimize_proto(model, options)
+    result = optimize_proto(model, options, with_stats=True)
     after = model_stats(ir.serde.deserialize_model(result.model), None)
     assert (result.before, result.after) == (before, after)
     return result.model, result.report

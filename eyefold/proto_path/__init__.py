@@ -88,8 +88,8 @@ class ProtoRun:
 
     Attributes:
         report: the pipeline's report, its first step naming the path taken.
-        before: stats of the model as given (``bytes`` unknown).
-        after: stats of the result (``bytes`` unknown).
+        before: stats of the model as given (``bytes`` unknown), when asked for.
+        after: stats of the result (``bytes`` unknown), when asked for.
         data_files: absolute paths of the data files the model as given keeps tensors in
             (those of a model read from a file; a save must copy what the result reads).
         whole_model: the onnx-ir result, when the whole-model path was taken (a file save
@@ -97,8 +97,8 @@ class ProtoRun:
     """
 
     report: Report
-    before: ModelStats
-    after: ModelStats
+    before: ModelStats | None
+    after: ModelStats | None
     data_files: list[str]
     whole_model: ir.Model | None = None
     proto: onnx.ModelProto | None = None
@@ -138,11 +138,12 @@ def _as_upgraded(
 ) -> ProtoRun:
     """A run on the upgraded proto, as if the upgrade had been its step.
 
-    ``given`` holds the stats of the model before the upgrade.
+    ``given`` holds the stats of the model before the upgrade, if counted.
     """
-    if upgrade is None or given is None:
+    if upgrade is None:
         return run
-    run.before = given
+    if given is not None:
+        run.before = given
     run.report.opset_before = opset_before
     steps = run.report.steps
     run.report.steps = [upgrade if s.name == UPGRADE_STEP else s for s in steps]
@@ -150,7 +151,7 @@ def _as_upgraded(
 
 
 def _neighbourhood(
-    model: onnx.ModelProto, options: PipelineOptions, source_path: str | None
+    model: onnx.ModelProto, options: PipelineOptions, source_path: str | None, with_stats: bool
 ) -> ProtoRun | str:
     base_dir = "" if source_path is None else os.path.dirname(source_path)
     start = time.perf_counter()
@@ -164,7 +165,7 @@ def _neighbourhood(
         # The diagonal rules match Mul(data, mask) -> ReduceSum and read the data side's
         # shape chain: more than the neighbourhood holds.
         return "an EyeLike is used as a mask (Mul), which the diagonal rules look around"
-    before = stats_before(model, index)
+    before = stats_before(model, index) if with_stats else None
     try:
         hood = build_neighbourhood(model, index, chosen, base_dir)
         check_structure(hood.model)  # what a load checks, where onnx-ir reads the model
@@ -184,37 +185,47 @@ def _neighbourhood(
         splice(model, index, hood)
     except SpliceError as error:
         return f"the result cannot be spliced back ({error})"
-    replaced = [op_label(index.domains[p], index.op_types[p]) for p in chosen]
-    written = [op_label(n.domain, n.op_type) for n in hood.written_nodes()]
-    after = stats_after(
-        model, before, replaced, written, len(model.graph.initializer) - initializers
-    )
+    after = None
+    if before is not None:
+        replaced = [op_label(index.domains[p], index.op_types[p]) for p in chosen]
+        written = [op_label(n.domain, n.op_type) for n in hood.written_nodes()]
+        added_initializers = len(model.graph.initializer) - initializers
+        after = stats_after(model, before, replaced, written, added_initializers)
     seconds += time.perf_counter() - start
     report = result.report
     report.steps.insert(0, StepTiming(NEIGHBOURHOOD_STEP, seconds, False))
     report.extra["neighbourhood"] = {"nodes": len(chosen), "of": len(model.graph.node)}
-    files = [os.path.join(base_dir, location) for location in index.external_locations]
+    files = [os.path.abspath(os.path.join(base_dir, n)) for n in index.external_locations]
     return ProtoRun(report, before, after, sorted(set(files)), proto=model)
 
 
 def _whole_model(
-    model: onnx.ModelProto, options: PipelineOptions, source_path: str | None, reason: str
+    model: onnx.ModelProto,
+    options: PipelineOptions,
+    source_path: str | None,
+    reason: str,
+    with_stats: bool,
 ) -> ProtoRun:
     """Deserializes everything (checked as a file load is, when read from a file)."""
     if source_path is None:
         working = ir.serde.deserialize_model(model)
     else:
         working = model_from_proto(model, source_path)
-    before = model_stats(working, None)
+    before = model_stats(working, None) if with_stats else None
     files = external_data_files(working)
     report = run_steps(working, pipeline_steps(options)).report
     report.steps.insert(0, StepTiming(f"{WHOLE_MODEL_STEP}: {reason}", 0.0, False))
     report.extra["whole_model"] = reason
-    return ProtoRun(report, before, model_stats(working, None), files, working)
+    after = model_stats(working, None) if with_stats else None
+    return ProtoRun(report, before, after, files, working)
 
 
 def optimize_proto(
-    model: onnx.ModelProto, options: PipelineOptions, *, source_path: str | None = None
+    model: onnx.ModelProto,
+    options: PipelineOptions,
+    *,
+    source_path: str | None = None,
+    with_stats: bool = False,
 ) -> ProtoRun:
     """Optimizes ``model`` in place where it can, else on a whole-model copy.
 
@@ -226,15 +237,17 @@ def optimize_proto(
         source_path: the file ``model`` was read from, if any: its external data is read
             (lazily) from that folder, and the whole-model path checks the model as
             loading the file does (:func:`eyefold.model_files.load.model_from_proto`).
+        with_stats: also count the ops and initializers before and after (the command
+            line's table; a library call does without the walks that can take).
 
     Returns:
-        The optimized proto, the report and the stats before and after.
+        The optimized proto, the report and, if asked for, the stats before and after.
     """
     opset_before = default_opset({o.domain: o.version for o in model.opset_import})
     reason = whole_model_reason(model, options)
     upgrade = None
     upgrades = options.upgrade and opset_before is not None
-    if reason is None and upgrades and opset_before < options.target_opset:
+    if with_stats and reason is None and upgrades and opset_before < options.target_opset:
         given: ModelStats | None = proto_stats(model)  # the upgrade changes every node
     else:
         given = None
@@ -246,11 +259,11 @@ def optimize_proto(
             upgrade = outcome
     if reason is None:
         full_path = None if source_path is None else os.path.abspath(source_path)
-        outcome = _neighbourhood(model, options, full_path)
+        outcome = _neighbourhood(model, options, full_path, with_stats)
         if isinstance(outcome, ProtoRun):
             return _as_upgraded(outcome, given, opset_before, upgrade)
         reason = outcome
         gc.collect()  # the neighbourhood's tensors go before the whole model is read
     # After a proto upgrade, the whole-model path's own upgrade has nothing left to do.
-    run = _whole_model(model, options, source_path, reason)
+    run = _whole_model(model, options, source_path, reason, with_stats)
     return _as_upgraded(run, given, opset_before, upgrade)
