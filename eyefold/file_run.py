@@ -86,7 +86,8 @@ def optimize_file(
     log.before = dataclasses.replace(
         run.before, bytes=files_bytes([os.path.abspath(input_path), *run.data_files])
     )
-    result = _saved_form(run, input_path, external_data)
+    with_data = external_data or bool(run.data_files) or _may_not_fit(run, input_path)
+    result = _saved_form(run, input_path, with_data=with_data, check=check)
     if check:
         from eyefold.check import check_equivalence
 
@@ -95,7 +96,9 @@ def optimize_file(
                 input_path, result, workdir=os.path.dirname(os.path.abspath(output_path))
             )
     with log.step("save", f"saving {output_path}"):
-        log.output = _save(result, input_path, output_path, external_data, log)
+        log.output = _save(
+            result, input_path, output_path, log, asked=external_data, with_data=with_data
+        )
     log.after = dataclasses.replace(run.after, bytes=log.output.bytes)
     log.merge_into(run.report)
     return run.report
@@ -124,24 +127,26 @@ def _run_pipeline(
 
 
 def _saved_form(
-    run: ProtoRun, input_path: str, external_data: bool
+    run: ProtoRun, input_path: str, *, with_data: bool, check: bool
 ) -> onnx.ModelProto | ir.Model:
-    """The result as it is best saved: the proto, or onnx-ir's model with data files.
+    """The result as it is best saved: the proto, or onnx-ir's model where it must be.
 
-    Tensors in data files are copied by :func:`eyefold.model_files.save_model`, which
-    needs the whole model in onnx-ir (its external tensors stay lazy).
+    onnx-ir's model is needed when the whole-model path made one, when tensors outside
+    the main graph's initializers keep their data in files (the proto save copies only
+    those initializers), and for ``--check`` of a model with data files (the check runs
+    a copy that must read them).
     """
     from eyefold.model_files import model_from_proto
 
     if run.whole_model is not None:
         return run.whole_model
-    if external_data or run.data_files or _may_not_fit(run.model, input_path):
+    if run.data_elsewhere or (check and with_data):
         return model_from_proto(run.model, input_path)
     return run.model
 
 
-def _may_not_fit(model: onnx.ModelProto, input_path: str) -> bool:
-    """Whether the result may reach protobuf's 2 GiB limit (then saved with data files).
+def _may_not_fit(run: ProtoRun, input_path: str) -> bool:
+    """Whether the result may reach protobuf's 2 GiB limit (then saved with a data file).
 
     Sizing a proto walks all of it in C++: done only when the input is that large already
     (the neighbourhood path adds at most ``SPLICED_TENSOR_LIMIT_BYTES`` of tensors).
@@ -149,29 +154,40 @@ def _may_not_fit(model: onnx.ModelProto, input_path: str) -> bool:
     from eyefold.model_files import INLINE_LIMIT_BYTES
     from eyefold.proto_path import SPLICED_TENSOR_LIMIT_BYTES
 
+    if run.whole_model is not None:
+        return False  # save_model decides
     headroom = INLINE_LIMIT_BYTES - 2 * SPLICED_TENSOR_LIMIT_BYTES
     if os.path.getsize(input_path) < headroom:
         return False
-    return model.ByteSize() > INLINE_LIMIT_BYTES
+    return run.model.ByteSize() > INLINE_LIMIT_BYTES
 
 
 def _save(
     model: onnx.ModelProto | ir.Model,
     input_path: str,
     output_path: str,
-    external_data: bool,
     log: RunLog,
+    *,
+    asked: bool,
+    with_data: bool,
 ) -> SavedModel:
+    """Saves the proto, or the onnx-ir model.
+
+    The proto gets a data file when ``with_data``; the onnx-ir model when ``asked``, or
+    when :func:`save_model` finds it needs one.
+    """
     import onnx
 
     from eyefold.model_files import save_model, save_proto
 
     if isinstance(model, onnx.ModelProto):
-        return save_proto(model, output_path, source_path=input_path)
+        return save_proto(
+            model,
+            output_path,
+            external_data=with_data,
+            source_path=input_path,
+            progress=log.progress,
+        )
     return save_model(
-        model,
-        output_path,
-        external_data=external_data,
-        source_path=input_path,
-        progress=log.progress,
+        model, output_path, external_data=asked, source_path=input_path, progress=log.progress
     )

@@ -20,6 +20,7 @@ import onnx_ir as ir
 import pytest
 
 import eyefold
+import eyefold.model_files
 from eyefold.cli import main
 from eyefold.model_files import load_model, save_model
 from eyefold.model_stats import model_stats
@@ -91,8 +92,16 @@ def _external_model(folder: Path) -> Path:
     return path
 
 
+def _no_whole_model_load(*args: object) -> None:
+    raise AssertionError("the whole model went through onnx-ir")
+
+
 @pytest.mark.parametrize("same_path", [False, True], ids=["elsewhere", "in-place"])
-def test_external_data_is_copied_beside_the_output(tmp_path: Path, same_path: bool) -> None:
+def test_external_data_is_copied_beside_the_output(
+    tmp_path: Path, same_path: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The proto is saved with its data file: onnx-ir never loads the whole model.
+    monkeypatch.setattr(eyefold.model_files, "model_from_proto", _no_whole_model_load)
     inputs = tmp_path / "in"
     inputs.mkdir()
     source = _external_model(inputs)
@@ -167,3 +176,32 @@ def test_a_large_fold_is_written_from_its_array(tmp_path: Path) -> None:
     (tensor,) = onnx.load(str(tmp_path / "out.onnx")).graph.initializer
     eye = onnx.numpy_helper.to_array(tensor)
     assert np.array_equal(eye, np.eye(rows, k=1, dtype=np.float32))
+
+
+def test_an_external_tensor_attribute_is_saved_through_onnx_ir(tmp_path: Path) -> None:
+    # A Constant's tensor in a data file: the proto save copies only initializers, so
+    # onnx-ir saves this model, its attribute tensor read into the model.
+    value = np.arange(400, dtype=np.float32)
+    model = onnx.parser.parse_model(
+        """<ir_version: 10, opset_import: ["" : 22]>
+        g (float[3, 3] x) => (float[3, 3] y, float[400] z) {
+            y = EyeLike (x)
+            z = Identity (c)
+        }"""
+    )
+    (tmp_path / "c.bin").write_bytes(value.tobytes())
+    tensor = onnx.TensorProto(
+        name="c", data_type=onnx.TensorProto.FLOAT, dims=[400], data_location=1
+    )
+    for key, entry in {"location": "c.bin", "offset": "0", "length": "1600"}.items():
+        tensor.external_data.add(key=key, value=entry)
+    model.graph.node.insert(0, onnx.helper.make_node("Constant", [], ["c"], value=tensor))
+    source = tmp_path / "model.onnx"
+    onnx.save(model, source)
+    report = _optimize_cli(source, tmp_path / "out.onnx", tmp_path)
+    assert report["steps"][1]["name"] == "neighbourhood"
+    written = onnx.load(str(tmp_path / "out.onnx"), load_external_data=False)
+    (attribute,) = next(n for n in written.graph.node if n.op_type == "Constant").attribute
+    assert attribute.t.data_location == onnx.TensorProto.DEFAULT  # read into the model
+    result = onnx.load(str(tmp_path / "out.onnx"))
+    assert_same_outputs(onnx.load(str(source)), result, random_inputs(result, seed=2))

@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+from collections.abc import Callable
 
 import onnx
 import onnx_ir as ir
@@ -52,13 +53,19 @@ from eyefold.model_files.data_file import (
 )
 from eyefold.model_files.load import root_cause
 from eyefold.model_files.stream_write import write_model
-from eyefold.model_files.tensors import iter_attribute_tensors, same_file, tensor_inventory
+from eyefold.model_files.tensors import (
+    check_external_data,
+    iter_attribute_tensors,
+    same_file,
+    tensor_inventory,
+)
 
 __all__ = [
     "INLINE_LIMIT_BYTES",
     "PROTOBUF_LIMIT_BYTES",
     "SavedModel",
     "files_bytes",
+    "initializer_model",
     "save_model",
     "save_proto",
 ]
@@ -214,36 +221,61 @@ def save_model(
     remove_stale_temporaries(output)
     source = None if source_path is None else os.path.abspath(os.fspath(source_path))
     plan = _plan(model, output, external_data, source)
-    data_path = plan.path  # None: one file
-    temp_paths: list[str] = []
     originals: list[tuple[ir.Value, ir.TensorProtocol]] = []
     undo_attrs: list[tuple[ir.Node, str, ir.Attr]] = []
+
+    def write_data(data_path: str) -> str:
+        undo_attrs.extend(_inline_attribute_tensors(model))
+        temp_data, written = write_data_file(model, output, data_path, progress)
+        originals.extend(written)
+        return temp_data
+
     superseded: list[str] = []  # the old data files, once the new OUTPUT is in place
     try:
-        if data_path is not None:
-            undo_attrs = _inline_attribute_tensors(model)
-            temp_data, originals = write_data_file(model, output, data_path, progress)
-            temp_paths.append(temp_data)
-        temp_model, _ = _serialize_to(model, output)
-        temp_paths.append(temp_model)
-        if data_path is not None:
-            os.replace(temp_paths[0], data_path)
-        os.replace(temp_model, output)
-        superseded = plan.stale
-    except (OSError, ValueError) as error:  # ValueError: onnx-ir's data containment checks
-        raise ModelIOError(f"cannot write {output}: {error}") from None
+        superseded = _commit(output, plan, write_data, lambda: _serialize_to(model, output)[0])
     finally:
         restore_tensors(originals, superseded)
         _undo_inlining(undo_attrs, superseded)
+    return _saved(output, plan, superseded, len(originals))
+
+
+def _commit(
+    output: str,
+    plan: DataFiles,
+    write_data: Callable[[str], str],
+    write_model: Callable[[], str],
+) -> list[str]:
+    """Steps 1 to 3 of the module doc; returns the old data files now superseded.
+
+    ``write_data(final path)`` (called when the plan has a data file) and
+    ``write_model()`` write under temporary names and return them.
+    """
+    temp_paths: list[str] = []
+    try:
+        if plan.path is not None:
+            temp_paths.append(write_data(plan.path))
+        temp_model = write_model()
+        temp_paths.append(temp_model)
+        if plan.path is not None:
+            os.replace(temp_paths[0], plan.path)
+        os.replace(temp_model, output)
+    except (OSError, ValueError) as error:  # ValueError: onnx-ir's data containment checks
+        raise ModelIOError(f"cannot write {output}: {error}") from None
+    finally:
         for temp_path in temp_paths:
             discard(temp_path)
+    return plan.stale
+
+
+def _saved(output: str, plan: DataFiles, superseded: list[str], tensors: int) -> SavedModel:
+    """Step 4 of the module doc, and what was written."""
     _remove_stale(os.path.dirname(output), superseded)
-    written = [output] if data_path is None else [output, data_path]
+    written = [output] if plan.path is None else [output, plan.path]
     return SavedModel(
         path=output,
-        data_path=data_path,
+        data_path=plan.path,
         bytes=files_bytes(written),
-        external_tensors=len(originals),
+        external_tensors=tensors,
     )
 
 
@@ -251,32 +283,69 @@ def save_proto(
     proto: onnx.ModelProto,
     path: str | os.PathLike[str],
     *,
+    external_data: bool = False,
     source_path: str | os.PathLike[str] | None = None,
+    progress: Progress | None = None,
 ) -> SavedModel:
-    """Saves a proto whose tensors are all inline as one file, atomically.
+    """Saves a proto atomically, as :func:`save_model` saves an onnx-ir model.
 
-    The file path's save: the proto is serialized by protobuf in one call, with none of
-    onnx-ir's per-node work. A model with external data, or one to be saved with it, goes
-    through :func:`save_model` instead.
+    The file path's save: protobuf serializes the proto in one call, with none of
+    onnx-ir's per-node work. With ``external_data`` (asked for, or needed: the proto reads
+    data files, or would not fit in one message) the main graph's initializers over the
+    threshold go to a data file beside OUTPUT, copied from the input's data files or
+    written from the proto, and the proto is pointed at it. Tensors elsewhere (node
+    attributes, subgraphs) stay as they are: the caller saves a proto whose data lives
+    there with :func:`save_model`.
 
     Raises:
-        ModelIOError: the folder is missing or the write fails (e.g. 2 GiB or more).
+        ModelIOError: the folder is missing, a data file is unsafe or the write fails.
     """
     output = check_output_path(path)
     remove_stale_temporaries(output)
     source = None if source_path is None else os.path.abspath(os.fspath(source_path))
-    plan = plan_data_files(None, output, False, source)
-    temp_path, fd = open_temporary(output)
-    try:
+    weights = initializer_model(proto, source) if external_data else None
+    if weights is not None and source is not None:
+        check_external_data(weights, source)
+    plan = plan_data_files(weights, output, external_data, source)
+    moved: list[tuple[ir.Value, ir.TensorProtocol]] = []
+
+    def write_data(data_path: str) -> str:
+        assert weights is not None
+        temp_data, written = write_data_file(weights, output, data_path, progress)
+        moved.extend(written)
+        _point_at_data(proto, [value for value, _ in written])
+        return temp_data
+
+    def write_proto() -> str:
+        temp_path, fd = open_temporary(output)
         with os.fdopen(fd, "wb") as handle:
             handle.write(proto.SerializeToString())
             finish_file(handle, temp_path, output)
-        os.replace(temp_path, output)
-    except (OSError, ValueError) as error:  # ValueError: protobuf's 2 GiB limit
-        raise ModelIOError(f"cannot write {output}: {error}") from None
-    finally:
-        discard(temp_path)
-    _remove_stale(os.path.dirname(output), plan.stale)
-    return SavedModel(
-        path=output, data_path=None, bytes=files_bytes([output]), external_tensors=0
-    )
+        return temp_path
+
+    superseded = _commit(output, plan, write_data, write_proto)
+    return _saved(output, plan, superseded, len(moved))
+
+
+def initializer_model(proto: onnx.ModelProto, source: str | None) -> ir.Model:
+    """The main graph's initializers as an onnx-ir model without nodes.
+
+    What the data file planning and writing read; external data stays lazy (read from
+    ``source``'s folder). Each TensorProto is wrapped, not copied.
+    """
+    base_dir = "" if source is None else os.path.dirname(source)
+    values = [
+        ir.Value(name=t.name, const_value=ir.serde.deserialize_tensor(t, base_dir))
+        for t in proto.graph.initializer
+    ]
+    graph = ir.Graph([], [], nodes=[], initializers=values, name=proto.graph.name)
+    return ir.Model(graph, ir_version=proto.ir_version)
+
+
+def _point_at_data(proto: onnx.ModelProto, values: list[ir.Value]) -> None:
+    """Replaces the proto's initializers of ``values`` by their data-file references."""
+    position = {t.name: i for i, t in enumerate(proto.graph.initializer)}
+    for value in values:
+        assert value.const_value is not None
+        reference = ir.serde.serialize_tensor(value.const_value)
+        proto.graph.initializer[position[value.name or ""]].CopyFrom(reference)

@@ -94,6 +94,9 @@ class ProtoRun:
             (those of a model read from a file; a save must copy what the result reads).
         whole_model: the onnx-ir result, when the whole-model path was taken (a file save
             then needs no second deserialization).
+        data_elsewhere: whether a tensor outside the main graph's initializers (a node
+            attribute, a subgraph's, a function's) keeps its data in a file: a save must
+            then go through onnx-ir, which handles those.
     """
 
     report: Report
@@ -102,6 +105,7 @@ class ProtoRun:
     data_files: list[str]
     whole_model: ir.Model | None = None
     proto: onnx.ModelProto | None = None
+    data_elsewhere: bool = False
 
     @property
     def model(self) -> onnx.ModelProto:
@@ -196,7 +200,14 @@ def _neighbourhood(
     report.steps.insert(0, StepTiming(NEIGHBOURHOOD_STEP, seconds, False))
     report.extra["neighbourhood"] = {"nodes": len(chosen), "of": len(model.graph.node)}
     files = [os.path.abspath(os.path.join(base_dir, n)) for n in index.external_locations]
-    return ProtoRun(report, before, after, sorted(set(files)), proto=model)
+    return ProtoRun(
+        report,
+        before,
+        after,
+        sorted(set(files)),
+        proto=model,
+        data_elsewhere=index.external_elsewhere,
+    )
 
 
 def _whole_model(

@@ -66,6 +66,7 @@ class GraphIndex:
             keeping their data in a file: main graph initializers, tensor attributes of
             the nodes the walk looks into (the only default-domain ops with tensor
             attributes are among them), and every tensor of subgraphs and functions.
+        external_elsewhere: whether any of those is not a main-graph initializer.
     """
 
     graph: onnx.GraphProto
@@ -84,6 +85,7 @@ class GraphIndex:
     op_types: list[str] = dataclasses.field(default_factory=list)
     domains: list[str] = dataclasses.field(default_factory=list)
     external_locations: set[str] = dataclasses.field(default_factory=set)
+    external_elsewhere: bool = False
     _masks: dict[str, int] = dataclasses.field(default_factory=dict)
     _walked: int = 0
 
@@ -143,12 +145,18 @@ def _graph_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
             yield from _graph_tensors(sub)
 
 
-def _note_external(index: GraphIndex, tensors: Iterator[onnx.TensorProto]) -> None:
-    """Adds the data file locations of the external ``tensors`` to the index."""
+def _note_external(index: GraphIndex, tensors: Iterator[onnx.TensorProto]) -> bool:
+    """Adds the data file locations of the external ``tensors`` to the index.
+
+    Returns whether there was any.
+    """
+    found = False
     for tensor in tensors:
         if tensor.data_location == _EXTERNAL:
             locations = [e.value for e in tensor.external_data if e.key == "location"]
             index.external_locations.update(locations or [""])
+            found = True
+    return found
 
 
 def _is_identity_candidate(tensor: onnx.TensorProto, dtypes: frozenset[int]) -> bool:
@@ -225,10 +233,12 @@ def _index_node(
 ) -> None:
     """Records a node holding subgraphs or an identity candidate (the uncommon cases)."""
     reads: set[str] = set()
-    _note_external(index, _attribute_tensors(node))
+    if _note_external(index, _attribute_tensors(node)):
+        index.external_elsewhere = True
     for sub in _subgraphs(node):
         index.holders.add(position)
-        _note_external(index, _graph_tensors(sub))
+        if _note_external(index, _graph_tensors(sub)):
+            index.external_elsewhere = True
         inner, obstacle = free_names(sub, dtypes)
         reads |= inner
         index.obstacle = index.obstacle or obstacle
@@ -307,7 +317,8 @@ def scan_model(model: onnx.ModelProto, dtypes: frozenset[int] = frozenset()) -> 
         index.obstacle = index.obstacle or _function_obstacle(model)
         for function in model.functions:
             for node in function.node:
-                _note_external(index, _attribute_tensors(node))
+                if _note_external(index, _attribute_tensors(node)):
+                    index.external_elsewhere = True
         _index_nodes(index, dtypes)
     known = set(index.inputs) | index.initializers.keys() | index.producer.keys()
     missing = [name for name in index.outputs if name not in known]
