@@ -290,6 +290,15 @@ def generate(name: str, out_dir: Path = MODELS_DIR) -> Path:
     kind, _, size = name.partition("_")
     if kind == "ext" and size == "2g":
         write_ext_2g(path)
+    elif kind == "bigext" and size.isdigit():
+        # big_N with its initializers over 1 KiB in ``<name>.onnx.data``.
+        onnx.save_model(
+            big(int(size)),
+            path,
+            save_as_external_data=True,
+            location=f"{name}.onnx.data",
+            size_threshold=1024,
+        )
     else:
         builders = {"many": many, "chain": chain, "big": big, "opset9": opset9}
         if kind not in builders or not size.isdigit():
