@@ -87,7 +87,7 @@ def optimize_file(
         run.before, bytes=files_bytes([os.path.abspath(input_path), *run.data_files])
     )
     with_data = external_data or bool(run.data_files) or _may_not_fit(run, input_path)
-    result = _saved_form(run, input_path, with_data=with_data, check=check)
+    result = _saved_form(run, input_path, check=check)
     if check:
         from eyefold.check import check_equivalence
 
@@ -126,9 +126,7 @@ def _run_pipeline(
     return optimize_proto(model, options, source_path=input_path, with_stats=with_stats)
 
 
-def _saved_form(
-    run: ProtoRun, input_path: str, *, with_data: bool, check: bool
-) -> onnx.ModelProto | ir.Model:
+def _saved_form(run: ProtoRun, input_path: str, *, check: bool) -> onnx.ModelProto | ir.Model:
     """The result as it is best saved: the proto, or onnx-ir's model where it must be.
 
     onnx-ir's model is needed when the whole-model path made one, when tensors outside
@@ -140,7 +138,7 @@ def _saved_form(
 
     if run.whole_model is not None:
         return run.whole_model
-    if run.data_elsewhere or (check and with_data):
+    if run.data_elsewhere or (check and run.data_files):
         return model_from_proto(run.model, input_path)
     return run.model
 

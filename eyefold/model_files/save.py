@@ -45,6 +45,7 @@ from eyefold.model_files.atomic_write import (
     sync_folder,
 )
 from eyefold.model_files.data_file import (
+    EXTERNAL_DATA_THRESHOLD_BYTES,
     DataFiles,
     Progress,
     plan_data_files,
@@ -318,9 +319,13 @@ def save_proto(
 
     def write_proto() -> str:
         temp_path, fd = open_temporary(output)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(proto.SerializeToString())
-            finish_file(handle, temp_path, output)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(proto.SerializeToString())
+                finish_file(handle, temp_path, output)
+        except BaseException:
+            discard(temp_path)
+            raise
         return temp_path
 
     superseded = _commit(output, plan, write_data, write_proto)
@@ -328,15 +333,19 @@ def save_proto(
 
 
 def initializer_model(proto: onnx.ModelProto, source: str | None) -> ir.Model:
-    """The main graph's initializers as an onnx-ir model without nodes.
+    """The main graph's initializers that may go to a data file, as an onnx-ir model.
 
-    What the data file planning and writing read; external data stays lazy (read from
-    ``source``'s folder). Each TensorProto is wrapped, not copied.
+    What the data file planning and writing read: the external initializers and those
+    whose message is over the threshold (their data cannot be larger), in a model without
+    nodes. External data stays lazy (read from ``source``'s folder); each TensorProto is
+    wrapped, not copied.
     """
     base_dir = "" if source is None else os.path.dirname(source)
     values = [
         ir.Value(name=t.name, const_value=ir.serde.deserialize_tensor(t, base_dir))
         for t in proto.graph.initializer
+        if t.data_location == onnx.TensorProto.EXTERNAL
+        or t.ByteSize() > EXTERNAL_DATA_THRESHOLD_BYTES
     ]
     graph = ir.Graph([], [], nodes=[], initializers=values, name=proto.graph.name)
     return ir.Model(graph, ir_version=proto.ir_version)
