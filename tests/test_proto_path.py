@@ -132,6 +132,20 @@ def test_upgrade_models(name: str, upgrade_models) -> None:
     compare_paths(getattr(upgrade_models, name)(), OPTIONS["default"], run=True)
 
 
+def test_undeclared_eyelike_inputs_are_inferred_on_the_proto() -> None:
+    # benchmarks/generate.py's opset-9 chain: every EyeLike reads an undeclared Reshape
+    # output. Inferred on the proto, each needs only its producer, not the whole chain.
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import generate
+
+    model = generate.opset9(600)
+    assert compare_paths(model, OPTIONS["default"], run=True) == NEIGHBOURHOOD_STEP
+    report = optimize_proto(copy.deepcopy(model), OPTIONS["default"]).report
+    assert report.counts()["folded"] > 0
+    hood = report.extra["neighbourhood"]
+    assert hood["nodes"] < hood["of"] // 4, hood
+
+
 def test_torch_eye_chain_is_upgraded_and_folded_on_the_proto(upgrade_models) -> None:
     model = upgrade_models.torch_eye_chain(9)
     assert compare_paths(model, OPTIONS["default"], run=True) == NEIGHBOURHOOD_STEP

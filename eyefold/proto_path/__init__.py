@@ -38,6 +38,7 @@ from eyefold.model_stats import ModelStats, model_stats, op_label
 from eyefold.options import PipelineOptions
 from eyefold.passes.pipeline import pipeline_steps, run_steps
 from eyefold.proto_path.extract import build_neighbourhood, choose_nodes
+from eyefold.proto_path.infer_inputs import infer_undeclared_inputs
 from eyefold.proto_path.scan import scan_model
 from eyefold.proto_path.splice import SpliceError, splice
 from eyefold.proto_path.stats import proto_stats, stats_after, stats_before
@@ -162,7 +163,8 @@ def _neighbourhood(
     index = scan_model(model, _identity_dtypes(options))
     if index.obstacle is not None:
         return index.obstacle
-    chosen = choose_nodes(index)
+    inferred = infer_undeclared_inputs(model, index)
+    chosen = choose_nodes(index, inferred.keys())
     if index.holders.intersection(chosen):
         return "a node holding subgraphs is in an EyeLike's neighbourhood"
     if any(index.op_types[p] in _MASK_READERS for p in chosen):
@@ -171,7 +173,7 @@ def _neighbourhood(
         return "an EyeLike is used as a mask (Mul), which the diagonal rules look around"
     before = stats_before(model, index) if with_stats else None
     try:
-        hood = build_neighbourhood(model, index, chosen, base_dir)
+        hood = build_neighbourhood(model, index, chosen, base_dir, inferred)
         check_structure(hood.model)  # what a load checks, where onnx-ir reads the model
     except (EyefoldError, UnicodeDecodeError, ValueError, ir.serde.SerdeError) as error:
         # The whole-model path meets the same problem and names it as a load does.

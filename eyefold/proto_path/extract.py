@@ -24,6 +24,7 @@ model holds the original TensorProto (or external-data reference), never a copy.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection, Mapping
 
 import onnx
 import onnx_ir as ir
@@ -164,15 +165,20 @@ def _add_dead_code(index: GraphIndex, chosen: set[int], removable: set[int]) -> 
                 work.append(producer)
 
 
-def choose_nodes(index: GraphIndex) -> list[int]:
-    """Positions of the neighbourhood's nodes (see the module docstring), ascending."""
+def choose_nodes(index: GraphIndex, inferred: Collection[str] = ()) -> list[int]:
+    """Positions of the neighbourhood's nodes (see the module docstring), ascending.
+
+    ``inferred`` names EyeLike inputs known static though undeclared: like declared ones,
+    they need only their producer (:mod:`eyefold.proto_path.infer_inputs`).
+    """
     chosen: set[int] = set(index.eyelike)
     removable: set[int] = set(index.eyelike)
     nodes = index.graph.node
     sliced: set[int] = set()
     for position in index.eyelike:
         inputs = index.node_inputs[position]
-        full = bool(inputs) and not _declared_static(index, inputs[0])
+        static = bool(inputs) and (inputs[0] in inferred or _declared_static(index, inputs[0]))
+        full = bool(inputs) and not static
         _backward(index, chosen, position, None if full else 1, sliced)
         _forward(index, chosen, removable, [o for o in nodes[position].output if o])
     for name in index.identity_candidates:
@@ -199,7 +205,7 @@ def _stand_in(name: str, feeding: frozenset[str]) -> onnx.NodeProto:
 
 
 def _small_graph(
-    index: GraphIndex, chosen: list[int]
+    index: GraphIndex, chosen: list[int], declared: Mapping[str, onnx.ValueInfoProto]
 ) -> tuple[onnx.GraphProto, list[str], list[int]]:
     """The small GraphProto (initializers as dataless placeholders), sink names, outputs."""
     graph, source = onnx.GraphProto(name=index.graph.name), index.graph
@@ -235,13 +241,18 @@ def _small_graph(
     graph.value_info.extend(
         source.value_info[index.value_info[n]] for n in known if n in index.value_info
     )
+    graph.value_info.extend(declared[n] for n in known if n in declared)
     outputs = [i for i, name in enumerate(index.outputs) if name in known or name in inputs]
     graph.output.extend(source.output[i] for i in outputs)
     return graph, sink, outputs
 
 
 def build_neighbourhood(
-    model: onnx.ModelProto, index: GraphIndex, chosen: list[int], base_dir: str = ""
+    model: onnx.ModelProto,
+    index: GraphIndex,
+    chosen: list[int],
+    base_dir: str = "",
+    declared: Mapping[str, onnx.ValueInfoProto] | None = None,
 ) -> Neighbourhood:
     """The onnx_ir model of the chosen nodes (see the module docstring).
 
@@ -250,8 +261,9 @@ def build_neighbourhood(
         index: its scan.
         chosen: :func:`choose_nodes`'s positions.
         base_dir: folder external data is read from (lazily), as onnx-ir's loader uses.
+        declared: value_info for values the model leaves undeclared (inferred static).
     """
-    graph, sink_names, output_positions = _small_graph(index, chosen)
+    graph, sink_names, output_positions = _small_graph(index, chosen, declared or {})
     small = onnx.ModelProto(
         ir_version=model.ir_version,
         graph=graph,

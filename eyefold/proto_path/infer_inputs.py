@@ -1,0 +1,176 @@
+"""Static shapes of undeclared EyeLike inputs, from onnx's inference on the proto itself.
+
+An EyeLike whose input nothing declares (a Reshape or MatMul output, as exporters leave
+them) makes the neighbourhood take the input's whole backward slice, for the pipeline's
+``infer-input-shapes`` step to run onnx's inference on it. On a long chain that slice is
+the whole model, and deserializing it into onnx-ir costs what the whole-model path costs.
+Here the same inference runs first, in protobuf: the slice is copied into a weightless
+GraphProto built as that step builds its own (no value_info of the model, small
+initializers inline, large ones as inputs typed from their tensors, large Constants' outputs
+as inputs declared as the model declares them, EyeLike ``dtype`` defused), and inferred
+with data propagation. An input that comes out with an
+element type and a fully static shape is then declared in the neighbourhood as a typed
+stand-in, so the neighbourhood needs only the EyeLike's direct producer, and the step
+finds nothing left to infer: the fold, the report and the value_info written back are
+those of the whole-model path (``tests/test_proto_path.py`` compares them).
+
+Inputs it cannot make static, or an inference that fails, change nothing: their
+neighbourhood takes the whole slice as before, and the step reports the failure.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import onnx
+import onnx_ir as ir
+
+from eyefold.core.domains import DEFAULT_DOMAINS
+from eyefold.onnx_safety import defuse_eyelike_dtype
+from eyefold.passes.infer_input_shapes import SLICE_INITIALIZER_LIMIT_BYTES
+from eyefold.proto_path.scan import GraphIndex
+
+__all__ = ["infer_undeclared_inputs"]
+
+
+def _undeclared_targets(index: GraphIndex) -> list[str]:
+    """EyeLike inputs computed by a node and declared nowhere (value_info, outputs)."""
+    declared = index.value_info.keys() | set(index.outputs)
+    targets: dict[str, None] = {}
+    for position in index.eyelike:
+        inputs = index.node_inputs[position]
+        if inputs and inputs[0] in index.producer and inputs[0] not in declared:
+            targets[inputs[0]] = None
+    return list(targets)
+
+
+@functools.cache
+def _itemsize(data_type: int) -> int | None:
+    """Bytes per element of a whole-byte numeric type (None: strings, packed types)."""
+    try:
+        dtype = ir.DataType(data_type)
+    except ValueError:
+        return None
+    if dtype == ir.DataType.STRING or dtype.bitwidth % 8:
+        return None
+    return dtype.bitwidth // 8
+
+
+def _nbytes(tensor: onnx.TensorProto) -> int:
+    """The tensor's data size, as onnx-ir counts it (no data is read)."""
+    itemsize = _itemsize(tensor.data_type)
+    if itemsize is None:
+        return ir.serde.deserialize_tensor(tensor).nbytes
+    return math.prod(tensor.dims) * itemsize
+
+
+def _is_large_constant(node: onnx.NodeProto) -> bool:
+    """A Constant too large to travel with the slice (its output becomes an input)."""
+    if node.op_type != "Constant" or node.domain not in DEFAULT_DOMAINS:
+        return False
+    return any(
+        a.name == "value" and a.HasField("t") and _nbytes(a.t) > SLICE_INITIALIZER_LIMIT_BYTES
+        for a in node.attribute
+    )
+
+
+def _slice(index: GraphIndex, targets: list[str]) -> tuple[list[int], set[int]]:
+    """Positions of the nodes the targets depend on, ascending, and the large Constants.
+
+    The slice stops at a large Constant: its output becomes an input of the slice.
+    """
+    nodes = index.graph.node
+    selected: set[int] = set()
+    large: set[int] = set()
+    work = [index.producer[name] for name in targets]
+    while work:
+        position = work.pop()
+        if position in selected:
+            continue
+        selected.add(position)
+        if index.op_types[position] == "Constant" and _is_large_constant(nodes[position]):
+            large.add(position)
+            continue
+        for name in index.node_inputs[position]:
+            producer = index.producer.get(name)
+            if producer is not None and producer not in selected:
+                work.append(producer)
+    return sorted(selected), large
+
+
+def _typed_input(name: str, tensor: onnx.TensorProto) -> onnx.ValueInfoProto:
+    return onnx.helper.make_tensor_value_info(name, tensor.data_type, list(tensor.dims))
+
+
+def _declared(index: GraphIndex, name: str) -> onnx.ValueInfoProto:
+    """What the model declares of ``name`` (onnx-ir's value carries just that)."""
+    where = index.value_info.get(name)
+    if where is not None:
+        return index.graph.value_info[where]
+    return onnx.ValueInfoProto(name=name)
+
+
+def _slice_model(
+    model: onnx.ModelProto,
+    index: GraphIndex,
+    sliced: tuple[list[int], set[int]],
+    targets: list[str],
+) -> onnx.ModelProto:
+    """The weightless ModelProto of the slice, as ``infer-input-shapes`` builds one."""
+    source = index.graph
+    positions, large = sliced
+    graph = onnx.GraphProto(name="eyefold_slice")
+    kept = [p for p in positions if p not in large]
+    graph.input.extend(_declared(index, index.node_outputs[p][0]) for p in sorted(large))
+    graph.node.extend(source.node[p] for p in kept)
+    produced = {name for p in kept for name in index.node_outputs[p]}
+    free: dict[str, None] = {}
+    for position in kept:
+        free.update(
+            dict.fromkeys(n for n in index.node_inputs[position] if n and n not in produced)
+        )
+    for name in free:
+        if name in index.initializers:
+            tensor = source.initializer[index.initializers[name]]
+            if _nbytes(tensor) <= SLICE_INITIALIZER_LIMIT_BYTES:
+                graph.initializer.append(tensor)
+            else:  # onnx-ir types an initializer from its tensor
+                graph.input.append(_typed_input(name, tensor))
+        elif name in index.inputs:
+            graph.input.append(source.input[index.inputs.index(name)])
+    graph.output.extend(onnx.ValueInfoProto(name=name) for name in targets)
+    proto = onnx.ModelProto(ir_version=max(model.ir_version, 4), graph=graph)
+    proto.opset_import.extend(model.opset_import)
+    proto.functions.extend(model.functions)
+    defuse_eyelike_dtype(proto)
+    return proto
+
+
+def _is_static(type_proto: onnx.TypeProto) -> bool:
+    tensor = type_proto.tensor_type
+    if not type_proto.HasField("tensor_type") or not tensor.elem_type:
+        return False
+    return tensor.HasField("shape") and all(d.HasField("dim_value") for d in tensor.shape.dim)
+
+
+def infer_undeclared_inputs(
+    model: onnx.ModelProto, index: GraphIndex
+) -> dict[str, onnx.ValueInfoProto]:
+    """Declarations of the undeclared EyeLike inputs onnx infers static, by name."""
+    targets = _undeclared_targets(index)
+    if not targets:
+        return {}
+    proto = _slice_model(model, index, _slice(index, targets), targets)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(
+            proto, check_type=False, strict_mode=False, data_prop=True
+        )
+    except Exception:  # the step meets the same failure on the whole slice and says it
+        return {}
+    wanted = set(targets)
+    return {
+        info.name: info
+        for info in [*inferred.graph.output, *inferred.graph.value_info]
+        if info.name in wanted and _is_static(info.type)
+    }
