@@ -245,7 +245,7 @@ def test_failed_write_keeps_previous_output(
     save_model(model, path, external_data=True)
     model_before, data_before = _digest(path), _digest(tmp_path / "m.onnx.data")
 
-    def disk_full(tensor: ir.TensorProtocol, handle: BinaryIO) -> None:
+    def disk_full(tensor: ir.TensorProtocol, handle: BinaryIO, *checked: object) -> None:
         handle.write(b"partial")
         raise OSError(errno.ENOSPC, "No space left on device")
 

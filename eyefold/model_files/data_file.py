@@ -86,6 +86,7 @@ def _write_data(
 ) -> list[tuple[int, int]]:
     """Writes the values' tensors one after the other; returns (offset, length) of each."""
     placement: list[tuple[int, int]] = []
+    contained: set[tuple[str, str]] = set()  # source data files checked once each
     with os.fdopen(handle_fd, "wb") as handle:
         offset = 0
         for index, value in enumerate(values):
@@ -93,7 +94,7 @@ def _write_data(
             assert tensor is not None
             offset = _aligned(offset, tensor.nbytes)
             handle.seek(offset)
-            write_tensor(tensor, handle)
+            write_tensor(tensor, handle, contained)
             placement.append((offset, tensor.nbytes))
             offset += tensor.nbytes
             if progress is not None:

@@ -113,19 +113,28 @@ def _copy_range(source: int, handle: BinaryIO, begin: int, length: int, at: int)
         copied += len(chunk)
 
 
-def _check_contained(tensor: ir.ExternalTensor) -> None:
-    """The containment rule onnx-ir applies when it reads: stay inside ``base_dir``."""
-    if not tensor.base_dir:
+def _check_contained(tensor: ir.ExternalTensor, contained: set[tuple[str, str]]) -> None:
+    """The containment rule onnx-ir applies when it reads: stay inside ``base_dir``.
+
+    ``contained`` holds the (base_dir, path) pairs already checked by this write: the
+    tensors of one model mostly share one data file, and resolving its path per tensor
+    would cost two ``realpath`` walks each.
+    """
+    key = (os.fspath(tensor.base_dir), tensor.path)
+    if not tensor.base_dir or key in contained:
         return
     base = os.path.realpath(tensor.base_dir)
     if os.path.commonpath([base, os.path.realpath(tensor.path)]) != base:
         raise ValueError(
             f"external data {tensor.location!r} of tensor {tensor.name!r} is outside {base}"
         )
+    contained.add(key)
 
 
-def _write_external(tensor: ir.ExternalTensor, handle: BinaryIO) -> None:
-    _check_contained(tensor)
+def _write_external(
+    tensor: ir.ExternalTensor, handle: BinaryIO, contained: set[tuple[str, str]]
+) -> None:
+    _check_contained(tensor, contained)
     start = handle.tell()
     begin = tensor.offset or 0
     length = tensor.length or tensor.nbytes
@@ -138,15 +147,21 @@ def _write_external(tensor: ir.ExternalTensor, handle: BinaryIO) -> None:
     handle.seek(start + length)
 
 
-def write_tensor(tensor: ir.TensorProtocol, handle: BinaryIO) -> None:
+def write_tensor(
+    tensor: ir.TensorProtocol,
+    handle: BinaryIO,
+    contained: set[tuple[str, str]] | None = None,
+) -> None:
     """Writes the tensor's bytes at the handle's position and leaves it after them.
 
     The caller sets the file's final size (``truncate``) so that a trailing hole counts.
+    A caller writing many tensors passes one ``contained`` set to all of them: each data
+    file's containment is then checked once.
     """
     if isinstance(tensor, ir.ExternalTensor):
         if not tensor.valid():
             raise ValueError(f"external tensor {tensor.name!r} was invalidated")
-        _write_external(tensor, handle)
+        _write_external(tensor, handle, set() if contained is None else contained)
         return
     data = _contiguous_bytes(tensor)
     if data is None:

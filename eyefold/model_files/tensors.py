@@ -53,23 +53,17 @@ def iter_external_tensors(model: ir.Model) -> Iterator[ir.ExternalTensor]:
 def check_external_data(model: ir.Model, model_path: str) -> None:
     """Fails at load time, with the tensor named, on data files that are unsafe or short.
 
-    Nothing is read: only paths are resolved and file sizes compared. onnx-ir would raise
-    the same containment errors later, in the middle of a pass or a save.
+    Nothing is read: only paths are resolved and file sizes compared, once per data file
+    (a model's tensors mostly share one). onnx-ir would raise the same containment errors
+    later, in the middle of a pass or a save.
     """
     folder = os.path.realpath(os.path.dirname(model_path))
+    sizes: dict[str, int] = {}  # location -> size of its checked data file
     for tensor in iter_external_tensors(model):
         where = f"{model_path}: tensor {tensor.name!r} has external data {tensor.location!r}"
-        data_path = os.path.realpath(os.path.join(folder, os.fspath(tensor.location)))
-        if os.path.commonpath([folder, data_path]) != folder:
-            raise ModelIOError(f"{where} outside the model's folder {folder}")
-        if not os.path.isfile(data_path):
-            raise ModelIOError(f"{where}, which does not exist")
-        if os.stat(data_path).st_nlink > 1:
-            # As onnx and onnx-ir do: a hard link can put any file inside the folder.
-            raise ModelIOError(
-                f"{where}, a file with {os.stat(data_path).st_nlink} hard links (refused:"
-                " it may be a link to a file outside the folder)"
-            )
+        location = os.fspath(tensor.location)
+        if location not in sizes:
+            sizes[location] = _checked_data_file(folder, location, where)
         if tensor.length is not None and tensor.length != tensor.nbytes:
             raise ModelIOError(
                 f"{where} with length {tensor.length}; its type and shape need"
@@ -78,11 +72,27 @@ def check_external_data(model: ir.Model, model_path: str) -> None:
         if (tensor.offset or 0) < 0:
             raise ModelIOError(f"{where} at the negative offset {tensor.offset}")
         end = (tensor.offset or 0) + tensor.nbytes
-        if os.path.getsize(data_path) < end:
+        if sizes[location] < end:
             raise ModelIOError(
-                f"{where}, which is {os.path.getsize(data_path)} bytes; the tensor ends at"
-                f" byte {end}"
+                f"{where}, which is {sizes[location]} bytes; the tensor ends at byte {end}"
             )
+
+
+def _checked_data_file(folder: str, location: str, where: str) -> int:
+    """The size of the data file at ``location``, once it is found safe to read."""
+    data_path = os.path.realpath(os.path.join(folder, location))
+    if os.path.commonpath([folder, data_path]) != folder:
+        raise ModelIOError(f"{where} outside the model's folder {folder}")
+    if not os.path.isfile(data_path):
+        raise ModelIOError(f"{where}, which does not exist")
+    status = os.stat(data_path)
+    if status.st_nlink > 1:
+        # As onnx and onnx-ir do: a hard link can put any file inside the folder.
+        raise ModelIOError(
+            f"{where}, a file with {status.st_nlink} hard links (refused:"
+            " it may be a link to a file outside the folder)"
+        )
+    return status.st_size
 
 
 def _all_graphs(model: ir.Model) -> Iterator[ir.Graph | ir.Function]:
