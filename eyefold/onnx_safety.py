@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, MutableSequence
 
 import onnx
 
@@ -132,9 +132,16 @@ def _rewrite_nodes(nodes: list[onnx.NodeProto], stand_ins: StandIns) -> list[onn
 
 
 def _rewrite_graph(graph: onnx.GraphProto, stand_ins: StandIns) -> None:
-    nodes = _rewrite_nodes(list(graph.node), stand_ins)
-    del graph.node[:]
-    graph.node.extend(nodes)
+    _replace_nodes(graph.node, stand_ins)
+
+
+def _replace_nodes(field: MutableSequence[onnx.NodeProto], stand_ins: StandIns) -> None:
+    """Rewrites a node list in place; left as it is (no copy) when no EyeLike changed."""
+    before = len(stand_ins)
+    nodes = _rewrite_nodes(list(field), stand_ins)
+    if len(stand_ins) != before:
+        del field[:]
+        field.extend(nodes)
 
 
 def defuse_eyelike_dtype(model: onnx.ModelProto) -> StandIns:
@@ -149,7 +156,5 @@ def defuse_eyelike_dtype(model: onnx.ModelProto) -> StandIns:
     stand_ins = StandIns()
     _rewrite_graph(model.graph, stand_ins)
     for function in model.functions:
-        nodes = _rewrite_nodes(list(function.node), stand_ins)
-        del function.node[:]
-        function.node.extend(nodes)
+        _replace_nodes(function.node, stand_ins)
     return stand_ins
