@@ -73,14 +73,15 @@ def _profile_file_path(path: str, args: argparse.Namespace) -> int:
     """Profiles what ``eyefold optimize IN OUT`` runs, in this process (imports done)."""
     import tempfile
 
+    from eyefold.core.progress import Progress
     from eyefold.file_run import optimize_file
     from eyefold.options import PipelineOptions
-    from eyefold.summary import Progress, RunLog
+    from eyefold.run_record import RunRecord
 
     options = PipelineOptions(size_limit=args.size_limit)
     with tempfile.TemporaryDirectory() as folder:
         output = str(Path(folder) / "out.onnx")
-        log = RunLog(progress=Progress(enabled=False))
+        log = RunRecord(progress=Progress(enabled=False))
         profiler = cProfile.Profile()
         start = time.perf_counter()
         profiler.enable()

@@ -113,12 +113,13 @@ def eyefold_proto(inp: str, out: str, args: argparse.Namespace) -> dict:
 
 def eyefold_file(inp: str, out: str, args: argparse.Namespace) -> dict:
     """What ``eyefold optimize IN OUT`` runs, in process: load, optimize, check-free save."""
+    from eyefold.core.progress import Progress
     from eyefold.file_run import optimize_file
     from eyefold.options import PipelineOptions
-    from eyefold.summary import Progress, RunLog
+    from eyefold.run_record import RunRecord
 
     options = PipelineOptions(size_limit=args.size_limit, target_opset=args.target_opset)
-    report = optimize_file(inp, out, options, RunLog(progress=Progress(enabled=False)))
+    report = optimize_file(inp, out, options, RunRecord(progress=Progress(enabled=False)))
     return {"path": report.steps[1].name}
 
 
@@ -255,7 +256,7 @@ _SETUP: dict[str, tuple[str, ...]] = {
     "eyefold_api": ("eyefold", "eyefold.model_files"),
     "eyefold_inmem": ("eyefold", "onnx_ir"),
     "eyefold_proto": ("eyefold", "eyefold.proto_path", "onnx"),
-    "eyefold_file": ("eyefold.file_run", "eyefold.proto_path", "eyefold.summary"),
+    "eyefold_file": ("eyefold.file_run", "eyefold.proto_path", "eyefold.cli.summary"),
     "eyefold_cli": (),
     "python_startup": (),
     "onnxscript_optimizer": ("onnx_ir", "onnxscript.optimizer"),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from eyefold.lazy_exports import lazy_exports
+from eyefold.core.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from eyefold import kernel, passes

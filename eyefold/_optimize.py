@@ -15,9 +15,9 @@ from eyefold.options import (
     InputShapesArg,
     PipelineOptions,
 )
-from eyefold.passes.pipeline import run_pipeline
+from eyefold.pipeline import run_pipeline
 from eyefold.proto_path import optimize_proto
-from eyefold.report import Report
+from eyefold.report import Report, build_report
 
 __all__ = ["OptimizeResult", "optimize", "optimize_with_report"]
 
@@ -64,7 +64,7 @@ def optimize_with_report(
         working = onnx.ModelProto()
         working.CopyFrom(model)
         run = optimize_proto(working, options)
-        return OptimizeResult(run.model, run.report)
+        return OptimizeResult(run.model, build_report(run.record))
     raise TypeError(f"expected onnx.ModelProto or onnx_ir.Model, got {type(model).__name__}")
 
 

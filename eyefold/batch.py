@@ -151,8 +151,9 @@ def _make_folder(output: str) -> None:
 
 def _run_task(task: _Task) -> FileResult:
     """Optimizes one model; any failure becomes the result's one-line error."""
+    from eyefold.core.progress import Progress
     from eyefold.file_run import optimize_file
-    from eyefold.summary import Progress, RunLog
+    from eyefold.run_record import RunRecord
 
     planned = task.planned
     start = time.perf_counter()
@@ -160,12 +161,12 @@ def _run_task(task: _Task) -> FileResult:
         return FileResult(planned.input, planned.output, "failed", planned.error)
     try:
         _make_folder(planned.output)
-        log = RunLog(progress=Progress(enabled=False))
+        record = RunRecord(progress=Progress(enabled=False))
         report = optimize_file(
             planned.input,
             planned.output,
             task.options,
-            log,
+            record,
             check=task.check,
             external_data=task.external_data,
         )

@@ -1,7 +1,12 @@
-"""Errors eyefold raises for problems a user can fix.
+"""Errors eyefold raises for problems a user can fix, and its two internal signals.
 
 Every :class:`EyefoldError` is printed by the CLI as one ``eyefold: error: ...`` line with
 exit code 1. Anything else escaping the library is a bug in eyefold, not in the model.
+
+Two types never escape it: :class:`WholeModelNeeded` (the file path hands the model to
+the whole-model path, which gives the result or the precise error) and
+:class:`WriteBackError` (a converted or rewritten body cannot be written back in place,
+which sends the model down the same whole-model path).
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ __all__ = [
     "UnknownRuleError",
     "UnsupportedDtypeError",
     "UpgradeError",
+    "WholeModelNeeded",
+    "WriteBackError",
 ]
 
 
@@ -48,3 +55,19 @@ class CheckFailedError(EyefoldError):
 
 class UnknownRuleError(EyefoldError):
     """A rule name that is not in the registry, or a relaxed rule without opting in."""
+
+
+class WholeModelNeeded(Exception):  # noqa: N818  (a signal, not an error)
+    """The file path cannot stand for the whole model here; the whole-model path runs.
+
+    Attributes:
+        reason: why, in words (the report's ``whole_model`` key and step name say it).
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class WriteBackError(Exception):
+    """A converted or rewritten body cannot be written back onto the model it came from."""

@@ -13,6 +13,7 @@ import os
 from typing import TYPE_CHECKING
 
 from eyefold.errors import EyefoldError
+from eyefold.run_record import Stage
 
 if TYPE_CHECKING:
     import onnx
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from eyefold.options import PipelineOptions
     from eyefold.proto_path import ProtoRun
     from eyefold.report import Report
-    from eyefold.summary import RunLog
+    from eyefold.run_record import RunRecord
 
 __all__ = ["error_line", "inspect_file", "one_line", "optimize_file"]
 
@@ -51,7 +52,7 @@ def optimize_file(
     input_path: str,
     output_path: str,
     options: PipelineOptions,
-    log: RunLog,
+    record: RunRecord,
     *,
     check: bool = False,
     external_data: bool = False,
@@ -67,8 +68,8 @@ def optimize_file(
         input_path: the model to read.
         output_path: where to write the result.
         options: what the pipeline does.
-        log: collects timings, stats, the check and the files written; its progress
-            shows the long steps.
+        record: the run's record, which collects timings, stats, the check and the files
+            written; its progress shows the long steps.
         check: run the original and the result on random inputs first (``--check``).
         external_data: write large tensors to ``<output>.data``.
 
@@ -81,49 +82,59 @@ def optimize_file(
     from eyefold.model_files import check_output_path, files_bytes
 
     check_output_path(output_path)
-    run = _run_pipeline(_load(input_path, log), input_path, options, with_stats=True)
+    model = _load(input_path, record)
+    run = _run_pipeline(model, input_path, options, record, with_stats=True)
     assert run.before is not None and run.after is not None  # asked for: with_stats
-    log.before = dataclasses.replace(
+    record.before = dataclasses.replace(
         run.before, bytes=files_bytes([os.path.abspath(input_path), *run.data_files])
     )
     with_data = external_data or bool(run.data_files) or _may_not_fit(run, input_path)
     result = _saved_form(run, input_path, check=check)
     if check:
-        from eyefold.check import check_equivalence
+        from eyefold.check.equivalence import check_equivalence
 
-        with log.step("check", "checking the result against the original"):
-            log.check = check_equivalence(
+        with record.step("check", "checking the result against the original"):
+            record.check = check_equivalence(
                 input_path, result, workdir=os.path.dirname(os.path.abspath(output_path))
             )
-    with log.step("save", f"saving {output_path}"):
-        log.output = _save(
-            result, input_path, output_path, log, asked=external_data, with_data=with_data
+    with record.step("save", f"saving {output_path}"):
+        record.output = _save(
+            result, input_path, output_path, record, asked=external_data, with_data=with_data
         )
-    log.after = dataclasses.replace(run.after, bytes=log.output.bytes)
-    log.merge_into(run.report)
-    return run.report
+    record.after = dataclasses.replace(run.after, bytes=record.output.bytes)
+    from eyefold.report import build_report
+
+    return build_report(record)
 
 
-def inspect_file(input_path: str, options: PipelineOptions, log: RunLog) -> Report:
+def inspect_file(input_path: str, options: PipelineOptions, record: RunRecord) -> Report:
     """What :func:`optimize_file` would do to the model; writes nothing."""
-    run = _run_pipeline(_load(input_path, log), input_path, options, with_stats=False)
-    log.merge_into(run.report)
-    return run.report
+    from eyefold.report import build_report
+
+    _run_pipeline(_load(input_path, record), input_path, options, record, with_stats=False)
+    return build_report(record)
 
 
-def _load(input_path: str, log: RunLog) -> onnx.ModelProto:
+def _load(input_path: str, record: RunRecord) -> onnx.ModelProto:
     from eyefold.model_files import read_model_proto
 
-    with log.step("load", f"loading {input_path}"):
+    with record.step("load", f"loading {input_path}", stage=Stage.READ):
         return read_model_proto(input_path)
 
 
 def _run_pipeline(
-    model: onnx.ModelProto, input_path: str, options: PipelineOptions, *, with_stats: bool
+    model: onnx.ModelProto,
+    input_path: str,
+    options: PipelineOptions,
+    record: RunRecord,
+    *,
+    with_stats: bool,
 ) -> ProtoRun:
     from eyefold.proto_path import optimize_proto
 
-    return optimize_proto(model, options, source_path=input_path, with_stats=with_stats)
+    return optimize_proto(
+        model, options, record=record, source_path=input_path, with_stats=with_stats
+    )
 
 
 def _saved_form(run: ProtoRun, input_path: str, *, check: bool) -> onnx.ModelProto | ir.Model:
@@ -164,7 +175,7 @@ def _save(
     model: onnx.ModelProto | ir.Model,
     input_path: str,
     output_path: str,
-    log: RunLog,
+    record: RunRecord,
     *,
     asked: bool,
     with_data: bool,
@@ -184,8 +195,12 @@ def _save(
             output_path,
             external_data=with_data,
             source_path=input_path,
-            progress=log.progress,
+            progress=record.progress,
         )
     return save_model(
-        model, output_path, external_data=asked, source_path=input_path, progress=log.progress
+        model,
+        output_path,
+        external_data=asked,
+        source_path=input_path,
+        progress=record.progress,
     )

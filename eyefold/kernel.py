@@ -11,41 +11,14 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from eyefold.errors import SizeLimitError, UnsupportedDtypeError
-from eyefold.eyelike_types import EYELIKE_TYPES_OPSET_22, to_data_type
+from eyefold.core.output_size import (
+    MAX_DIM,
+    eyelike_data_type,
+    output_nbytes,
+)
+from eyefold.errors import SizeLimitError
 
 __all__ = ["MAX_DIM", "diagonal_length", "eye", "output_nbytes"]
-
-# ONNX dims are int64; numpy cannot address more elements than a signed 64-bit index.
-MAX_DIM = 2**63 - 1
-
-
-def _check_dims(rows: int, cols: int) -> None:
-    for name, dim in (("rows", rows), ("cols", cols)):
-        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
-            raise TypeError(f"{name} must be an int, got {type(dim).__name__}")
-        if not 0 <= int(dim) <= MAX_DIM:
-            raise SizeLimitError(f"{name}={dim} is outside 0..2^63-1")
-
-
-def _eyelike_data_type(dtype: int | ir.DataType) -> ir.DataType:
-    data_type = to_data_type(dtype)
-    if data_type not in EYELIKE_TYPES_OPSET_22:
-        raise UnsupportedDtypeError(
-            f"dtype {data_type.name} ({data_type.value}) is not a valid EyeLike type"
-        )
-    return data_type
-
-
-def output_nbytes(rows: int, cols: int, dtype: int | ir.DataType) -> int:
-    """Bytes of a ``rows x cols`` EyeLike output, in exact (arbitrary-precision) integers.
-
-    Python integers do not overflow, so a declared 2^40 x 2^40 shape gives its true size
-    instead of wrapping around to something small.
-    """
-    _check_dims(rows, cols)
-    item_bytes = np.dtype(_eyelike_data_type(dtype).numpy()).itemsize
-    return int(rows) * int(cols) * item_bytes
 
 
 def diagonal_length(rows: int, cols: int, k: int) -> int:
@@ -83,7 +56,7 @@ def eye(
     >>> eye(2, 3, k=1, dtype=ir.DataType.INT32).tolist()
     [[0, 1, 0], [0, 0, 1]]
     """
-    data_type = _eyelike_data_type(dtype)
+    data_type = eyelike_data_type(dtype)
     nbytes = output_nbytes(rows, cols, data_type)
     if max_bytes is not None and nbytes > max_bytes:
         raise SizeLimitError(

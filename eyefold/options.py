@@ -2,7 +2,7 @@
 
 The command line builds one from its arguments, ``eyefold.optimize`` from its keywords, and
 ``eyefold.passes.default_pipeline`` takes one; the pipeline's steps are derived from it
-(:func:`eyefold.passes.pipeline.pipeline_steps`), so no option is interpreted twice.
+(:func:`eyefold.pipeline.pipeline_steps`), so no option is interpreted twice.
 """
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, TypeAlias
 
+from eyefold.core.limits import DEFAULT_SIZE_LIMIT_BYTES
 from eyefold.errors import EyefoldError
 
 if TYPE_CHECKING:
-    from eyefold.input_shapes import InputShape
+    from eyefold.core.input_shapes import InputShape
 
 __all__ = [
     "DEFAULT_SIZE_LIMIT_BYTES",
@@ -25,7 +26,6 @@ __all__ = [
 ]
 
 DEFAULT_TARGET_OPSET = 22
-DEFAULT_SIZE_LIMIT_BYTES = 1 << 20
 # Target runtimes whose EyeLike nodes are lowered (LowerEyeLikePass) rather than legalized:
 # TensorRT's parser takes EyeLike only with static input dims, and folding has already
 # turned those into constants.
@@ -36,7 +36,7 @@ InputShapesArg: TypeAlias = "Mapping[str, Sequence[int | str]] | Sequence[InputS
 
 
 def _input_shapes(value: InputShapesArg | None) -> tuple[InputShape, ...]:
-    from eyefold.input_shapes import (
+    from eyefold.core.input_shapes import (
         InputShape,
         InputShapeError,
         input_shape_from,
@@ -107,10 +107,10 @@ class PipelineOptions:
     def __post_init__(self) -> None:
         # Imported here, so that the command line reads the defaults above without
         # importing onnx-ir (``eyefold --help`` imports nothing heavy).
-        from eyefold.eyelike_types import EYELIKE_MIN_OPSET
-        from eyefold.passes.upgrade_opset import check_target_opset
+        from eyefold.core.eyelike_types import EYELIKE_MIN_OPSET
         from eyefold.rule_registry import select_rules
-        from eyefold.runtime_support import check_runtime
+        from eyefold.runtime.support import check_runtime
+        from eyefold.upgrade.target import check_target_opset
 
         size = self.size_limit
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:

@@ -2,25 +2,25 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import time
-from collections.abc import Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import onnx_ir as ir
-
-from eyefold.core.analysis import EyeLikeFacts
 from eyefold.core.origins import origin_of
-from eyefold.passes.apply_rules import RulesResult
-from eyefold.passes.census import CensusResult
-from eyefold.passes.fold_eye_like import FED_A_FOLD_REASON, FoldResult
-from eyefold.passes.infer_eye_like import InferOutputsResult
-from eyefold.passes.infer_input_shapes import InferInputShapesResult
-from eyefold.passes.legalize_eye_like import LegalizeOutcome, LegalizeResult
-from eyefold.passes.lower_eye_like import LowerOutcome, LowerResult
+from eyefold.core.run_facts import (
+    FED_A_FOLD_REASON,
+    LoweringNote,
+    ReportsInto,
+    RunFacts,
+    RuntimeNote,
+    RuntimeVerdicts,
+)
+from eyefold.run_record import RunRecord
 
-__all__ = ["NodeOutcome", "Report", "StepRecord", "StepTiming", "build_report"]
+if TYPE_CHECKING:
+    from eyefold.core.analysis import EyeLikeFacts
+
+__all__ = ["NodeOutcome", "Report", "StepTiming", "build_report"]
 
 
 @dataclasses.dataclass
@@ -118,17 +118,6 @@ class Report:
             totals[node.action] += 1
         return totals
 
-    @contextlib.contextmanager
-    def step(self, name: str) -> Iterator[StepTiming]:
-        """Times a pipeline step; the caller sets ``modified`` on the yielded record."""
-        record = StepTiming(name, 0.0)
-        start = time.perf_counter()
-        try:
-            yield record
-        finally:
-            record.seconds = time.perf_counter() - start
-            self.steps.append(record)
-
     def to_dict(self) -> dict[str, Any]:
         """The JSON report of the contract (extra keys allowed by it are appended)."""
         result: dict[str, Any] = {
@@ -142,57 +131,58 @@ class Report:
         return result
 
 
-@dataclasses.dataclass
-class StepRecord:
-    """One step of a run: its name, its wall time and the result its pass returned."""
+def build_report(record: RunRecord) -> Report:
+    """The report of a run, built from its record once, at the end (the only place it is).
 
-    name: str
-    seconds: float
-    result: ir.passes.PassResult
-
-
-def build_report(
-    opset_before: int | None, opset_after: int | None, records: list[StepRecord]
-) -> Report:
-    """The report of a run, assembled from its steps' results (the only place it is)."""
-    report = Report(opset_before=opset_before, opset_after=opset_after)
-    report.steps = [StepTiming(r.name, r.seconds, r.result.modified) for r in records]
-    hits: dict[str, int] = {}
-    declined: dict[str, int] = {}
-    removed_by: dict[int, str] = {}
-    found: list[EyeLikeFacts] = []
-    folded: list[EyeLikeFacts] = []
-    left: list[EyeLikeFacts] = []
-    runtime: LegalizeResult | None = None
-    lowering: LowerResult | None = None
-    for record in records:
-        result = record.result
-        if isinstance(result, InferInputShapesResult) and result.failure:
-            report.warnings.append(result.failure)
-        elif isinstance(result, CensusResult):
-            found = result.found
-        elif isinstance(result, RulesResult):
-            hits.update(result.hits)
-            declined.update({k: v for k, v in result.declined.items() if v})
-            removed_by.update({n: f"removed by rule {r}" for n, r in result.removed.items()})
-        elif isinstance(result, FoldResult):
-            folded = result.folded
-            removed_by.update(result.removed)
-        elif isinstance(result, InferOutputsResult):
-            left = result.facts
-        elif isinstance(result, LegalizeResult):
-            runtime = result
-        elif isinstance(result, LowerResult):
-            lowering = result
-    left_outcomes = [NodeOutcome.from_facts(f) for f in left]
-    report.nodes = [NodeOutcome.from_facts(f) for f in folded] + left_outcomes
-    report.nodes.extend(_removed(found, [*folded, *left], removed_by))
-    report.extra["rules"] = hits
-    if declined:
-        report.extra["rules_declined"] = declined
-    rows = list(zip(left_outcomes, left, strict=True))
-    _add_later_outcomes(report, rows, lowering, runtime)
+    Steps are listed stage by stage (load, route, pipeline, check and save), each stage
+    in the order its steps ran; what the passes found comes from their results
+    (:class:`~eyefold.core.run_facts.ReportsInto`).
+    """
+    report = Report(opset_before=record.opset_before, opset_after=record.opset_after)
+    entries = sorted(record.steps, key=lambda entry: entry.stage)
+    report.steps = [StepTiming(e.name, e.seconds, e.modified) for e in entries]
+    facts = RunFacts()
+    for entry in record.steps:
+        if isinstance(entry.result, ReportsInto):
+            entry.result.report_into(facts)
+    report.warnings.extend(facts.warnings)
+    left_outcomes = [NodeOutcome.from_facts(f) for f in facts.left]
+    report.nodes = [NodeOutcome.from_facts(f) for f in facts.folded] + left_outcomes
+    report.nodes.extend(_removed(facts.found, [*facts.folded, *facts.left], facts.removed_by))
+    report.extra["rules"] = facts.hits
+    if facts.declined:
+        report.extra["rules_declined"] = facts.declined
+    rows = list(zip(left_outcomes, facts.left, strict=True))
+    _add_later_outcomes(report, rows, facts.lowering, facts.runtime)
+    report.extra.update(record.route)
+    _add_file_facts(report, record)
     return report
+
+
+def _add_file_facts(report: Report, record: RunRecord) -> None:
+    """The command's stats, check and files written, when the run had them."""
+    if record.before is not None:
+        after = record.after
+        report.extra["ops"] = {
+            "before": record.before.ops,
+            "after": after.ops if after else None,
+        }
+        report.extra["model_bytes"] = {
+            "before": record.before.bytes,
+            "after": after.bytes if after else None,
+        }
+        report.extra["initializers"] = {
+            "before": record.before.initializers,
+            "after": after.initializers if after else None,
+        }
+    if record.check is not None:
+        report.extra["check"] = record.check.to_dict()
+    if record.output is not None:
+        report.extra["output"] = {
+            "path": record.output.path,
+            "data_path": record.output.data_path,
+            "external_tensors": record.output.external_tensors,
+        }
 
 
 def _removed(
@@ -211,11 +201,11 @@ def _removed(
     return outcomes
 
 
-_Outcome = TypeVar("_Outcome", LowerOutcome, LegalizeOutcome)
+_Outcome = TypeVar("_Outcome", LoweringNote, RuntimeNote)
 
 
 def _matched(
-    rows: list[tuple[NodeOutcome, EyeLikeFacts]], outcomes: list[_Outcome]
+    rows: list[tuple[NodeOutcome, EyeLikeFacts]], outcomes: Sequence[_Outcome]
 ) -> Iterator[tuple[NodeOutcome, _Outcome]]:
     """Pairs report rows with a later pass's outcomes for the same node (by identity)."""
     by_node = {id(outcome.node): outcome for outcome in outcomes}
@@ -228,11 +218,11 @@ def _matched(
 def _add_later_outcomes(
     report: Report,
     rows: list[tuple[NodeOutcome, EyeLikeFacts]],
-    lowering: LowerResult | None,
-    runtime: LegalizeResult | None,
+    lowering: Sequence[LoweringNote] | None,
+    runtime: RuntimeVerdicts | None,
 ) -> None:
     """What the lowering and the runtime check found, per node; summary and warnings."""
-    for node_outcome, lowered in _matched(rows, lowering.outcomes if lowering else []):
+    for node_outcome, lowered in _matched(rows, lowering or []):
         node_outcome.lowered = lowered.lowered
         node_outcome.runtime_note = lowered.note
         if not lowered.lowered:
@@ -260,7 +250,7 @@ def _add_later_outcomes(
     report.warnings.extend(_runtime_warnings(runtime))
 
 
-def _runtime_warnings(runtime: LegalizeResult) -> list[str]:
+def _runtime_warnings(runtime: RuntimeVerdicts) -> list[str]:
     """What the run left that the runtime may fail on, naming the option that fixes it."""
     assert runtime.support is not None
     target = runtime.support.describe()

@@ -14,7 +14,7 @@ import onnx
 import onnx_ir as ir
 from onnx.reference import ReferenceEvaluator
 
-from eyefold.onnx_safety import defuse_eyelike_dtype
+from eyefold.core.onnx_safety import defuse_eyelike_dtype
 
 __all__ = [
     "as_proto",

@@ -10,9 +10,9 @@ import onnx_ir as ir
 
 from eyefold.core.constants import constant_tensor, is_identity_array
 from eyefold.core.domains import DEFAULT_DOMAINS, default_opset
+from eyefold.core.eyelike_types import allowed_types
+from eyefold.core.metadata_keys import LEGALIZED_FOR_KEY
 from eyefold.core.shapes import merge_shapes
-from eyefold.eyelike_types import allowed_types
-from eyefold.metadata_keys import LEGALIZED_FOR_KEY
 
 __all__ = [
     "INT64_MIN",

@@ -23,7 +23,7 @@ import onnx_ir as ir
 from onnxscript.rewriter import MatchResult, RewriteRuleClassBase
 
 from eyefold.core.domains import DEFAULT_DOMAINS
-from eyefold.eyelike_types import EYELIKE_TYPES_OPSET_22
+from eyefold.core.eyelike_types import EYELIKE_TYPES_OPSET_22
 from eyefold.rules._common import eyelike_k, legalized_for, same_dim, scope_opset
 from eyefold.rules._diagonal_build import DiagonalPlan, build_diagonal
 

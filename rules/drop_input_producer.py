@@ -29,8 +29,8 @@ from __future__ import annotations
 import onnx_ir as ir
 from onnxscript.rewriter import MatchResult, RewriteRuleClassBase
 
+from eyefold.core.eyelike_types import EYELIKE_MIN_OPSET
 from eyefold.core.rule_spec import RuleSpec
-from eyefold.eyelike_types import EYELIKE_MIN_OPSET
 from eyefold.rules._common import (
     DEFAULT_DOMAINS,
     adopt_shape,

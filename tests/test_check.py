@@ -1,4 +1,4 @@
-"""--check: random inputs, backend choice, exact and tolerant comparison (eyefold.check)."""
+"""--check: random inputs, backend choice, exact and tolerant comparison."""
 
 from __future__ import annotations
 
@@ -11,7 +11,12 @@ import onnx_ir as ir
 import pytest
 
 import eyefold
-from eyefold.check import DEFAULT_DIM, FLOAT_TOLERANCES, check_equivalence, random_inputs
+from eyefold.check.equivalence import (
+    DEFAULT_DIM,
+    FLOAT_TOLERANCES,
+    check_equivalence,
+    random_inputs,
+)
 from eyefold.errors import CheckFailedError, EyefoldError
 from eyefold.model_files import load_model
 

@@ -23,8 +23,8 @@ from onnx import TensorProto, helper
 
 import eyefold
 from eyefold.cli import main
+from eyefold.core.onnx_safety import defuse_eyelike_dtype, restore_names, stand_in_ops
 from eyefold.errors import EyefoldError, InvalidModelError
-from eyefold.onnx_safety import defuse_eyelike_dtype, restore_names, stand_in_ops
 from eyefold.passes.upgrade_opset import UpgradeOpsetPass
 from eyefold.testing import check_model_safely
 

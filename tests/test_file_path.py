@@ -22,8 +22,8 @@ import pytest
 import eyefold
 import eyefold.model_files
 from eyefold.cli import main
+from eyefold.core.model_stats import model_stats
 from eyefold.model_files import load_model, save_model
-from eyefold.model_stats import model_stats
 from eyefold.testing import assert_same_outputs, canonical, random_inputs
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,8 +7,8 @@ import onnx_ir as ir
 import pytest
 
 import eyefold
+from eyefold.core.eyelike_types import EYELIKE_TYPES_OPSET_22
 from eyefold.errors import InvalidModelError, UnsupportedDtypeError
-from eyefold.eyelike_types import EYELIKE_TYPES_OPSET_22
 from eyefold.passes import FoldEyeLikePass, FoldResult, InferEyeLikeInputShapesPass
 from eyefold.testing import assert_same_outputs, check_model_safely, count_ops
 

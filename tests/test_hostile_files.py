@@ -34,7 +34,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from eyefold.cli import main
-from eyefold.onnx_safety import defuse_eyelike_dtype
+from eyefold.core.onnx_safety import defuse_eyelike_dtype
 from eyefold.testing import check_model_safely
 
 SAMPLES = pathlib.Path(__file__).resolve().parents[1] / "sample_models"

@@ -1,4 +1,4 @@
-"""--input-shape parsing and application (eyefold.input_shapes)."""
+"""--input-shape parsing and application (eyefold.core.input_shapes)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import onnx_ir as ir
 import pytest
 
 from eyefold import optimize_with_report
-from eyefold.input_shapes import (
+from eyefold.core.input_shapes import (
     InputShape,
     InputShapeError,
     apply_input_shapes,

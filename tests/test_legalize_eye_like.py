@@ -28,9 +28,10 @@ from eyefold.cli import main
 from eyefold.options import PipelineOptions
 from eyefold.passes import InferEyeLikeOutputsPass, LegalizeEyeLikePass, default_pipeline
 from eyefold.passes.legalize_eye_like import LEGALIZED_FOR_KEY, Plan, choose_plan
-from eyefold.passes.pipeline import run_pipeline
-from eyefold.report import StepRecord, build_report
-from eyefold.runtime_support import (
+from eyefold.pipeline import run_pipeline
+from eyefold.report import build_report
+from eyefold.run_record import RunRecord, Stage, StepEntry
+from eyefold.runtime.support import (
     CACHE_DIR_ENV,
     Combination,
     EyeLikeSupport,
@@ -261,7 +262,9 @@ def test_node_without_a_supported_form_at_its_opset_is_left_and_reported():
     (outcome,) = result.outcomes
     assert (outcome.runs, outcome.legalized) == (False, False)
     assert "no supported form exists at opset 21" in outcome.note
-    report = build_report(21, 21, [StepRecord("legalize", 0.0, result)])
+    record = RunRecord(opset_before=21, opset_after=21)
+    record.add(StepEntry("legalize", 0.0, Stage.PIPELINE, result.modified, result))
+    report = build_report(record)
     assert "may still fail" in report.warnings[0]
     assert [n.op_type for n in model.graph] == ["EyeLike"]
 

@@ -7,7 +7,7 @@ import onnx_ir as ir
 import pytest
 
 import eyefold
-from eyefold.eyelike_types import EYELIKE_TYPES_OPSET_22
+from eyefold.core.eyelike_types import EYELIKE_TYPES_OPSET_22
 from eyefold.passes.lower_eye_like import LowerEyeLikePass, LowerResult
 from eyefold.testing import (
     as_proto,

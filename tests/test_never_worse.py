@@ -18,9 +18,9 @@ from onnx import TensorProto, helper
 
 import eyefold
 from eyefold.cli import main
-from eyefold.eyelike_types import EYELIKE_TYPES_OPSET_22
+from eyefold.core.eyelike_types import EYELIKE_TYPES_OPSET_22
 from eyefold.options import PipelineOptions
-from eyefold.passes.pipeline import pipeline_steps, run_steps
+from eyefold.pipeline import pipeline_steps, run_steps
 from eyefold.testing import (
     assert_same_outputs,
     count_ops,

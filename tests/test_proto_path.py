@@ -21,11 +21,12 @@ import onnx_ir as ir
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from eyefold.core.model_stats import model_stats
 from eyefold.errors import EyefoldError
-from eyefold.model_stats import model_stats
 from eyefold.options import PipelineOptions
-from eyefold.passes.pipeline import pipeline_steps, run_steps
+from eyefold.pipeline import pipeline_steps, run_steps
 from eyefold.proto_path import NEIGHBOURHOOD_STEP, WHOLE_MODEL_STEP, optimize_proto
+from eyefold.report import build_report
 from eyefold.testing import assert_same_outputs, canonical, random_inputs
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -140,7 +141,7 @@ def test_undeclared_eyelike_inputs_are_inferred_on_the_proto() -> None:
 
     model = generate.opset9(600)
     assert compare_paths(model, OPTIONS["default"], run=True) == NEIGHBOURHOOD_STEP
-    report = optimize_proto(copy.deepcopy(model), OPTIONS["default"]).report
+    report = build_report(optimize_proto(copy.deepcopy(model), OPTIONS["default"]).record)
     assert report.counts()["folded"] > 0
     hood = report.extra["neighbourhood"]
     assert hood["nodes"] < hood["of"] // 4, hood

@@ -1,6 +1,6 @@
 """The opset upgrade on a ModelProto gives UpgradeOpsetPass's model, or leaves the proto alone.
 
-``eyefold.proto_path.upgrade.upgrade_proto`` runs the conversion of ``UpgradeOpsetPass``
+``eyefold.upgrade.on_proto.upgrade_proto`` runs the conversion of ``UpgradeOpsetPass``
 on weightless copies of the proto's bodies and writes the result back onto the proto.
 Each upgraded model is compared with the onnx-ir upgrade's (canonically, functions byte
 for byte); each failure must leave the proto byte-identical, and ``optimize_proto`` must
@@ -19,13 +19,14 @@ from onnx import helper, numpy_helper
 
 from eyefold.errors import EyefoldError
 from eyefold.options import PipelineOptions
-from eyefold.passes import version_conversion
-from eyefold.passes.pipeline import pipeline_steps, run_steps
 from eyefold.passes.upgrade_opset import UpgradeOpsetPass
+from eyefold.pipeline import pipeline_steps, run_steps
 from eyefold.proto_path import NEIGHBOURHOOD_STEP, UPGRADE_STEP, optimize_proto
-from eyefold.proto_path import upgrade as proto_upgrade
-from eyefold.proto_path.upgrade import upgrade_proto
+from eyefold.report import build_report
 from eyefold.testing import canonical
+from eyefold.upgrade import conversion as version_conversion
+from eyefold.upgrade import on_proto as proto_upgrade
+from eyefold.upgrade.on_proto import upgrade_proto
 
 
 def _ir_upgrade(model: onnx.ModelProto, target: int = 22) -> onnx.ModelProto:
@@ -172,7 +173,7 @@ def test_optimize_proto_upgrades_on_the_proto_and_reports_as_the_whole_model_pat
 ) -> None:
     model = upgrade_models.torch_eye_chain(9)
     expected = _whole_model(model, PipelineOptions())
-    report = optimize_proto(copy.deepcopy(model), PipelineOptions()).report
+    report = build_report(optimize_proto(copy.deepcopy(model), PipelineOptions()).record)
     assert report.steps[0].name == NEIGHBOURHOOD_STEP
     assert (report.opset_before, report.opset_after) == (9, 22)
     assert report.nodes == expected.nodes

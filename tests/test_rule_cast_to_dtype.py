@@ -6,7 +6,7 @@ import numpy as np
 import onnx_ir as ir
 import pytest
 
-from eyefold.eyelike_types import EYELIKE_TYPES_OPSET_22
+from eyefold.core.eyelike_types import EYELIKE_TYPES_OPSET_22
 from eyefold.testing import assert_same_outputs, check_model_safely, count_ops, random_inputs
 
 RULE = ["cast_to_dtype"]

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import eyefold
 from eyefold.cli import main
-from eyefold.eyelike_types import EYELIKE_TYPES_OPSET_22
+from eyefold.core.eyelike_types import EYELIKE_TYPES_OPSET_22
 from eyefold.passes import ApplyEyeLikeRulesPass
 from eyefold.rule_registry import load_rules
 from eyefold.rules import ALL_RULES

@@ -1,4 +1,4 @@
-"""Tests of eyefold.runtime_support: the onnxruntime probe, its cache and the fallback."""
+"""Tests of eyefold.runtime.support: the onnxruntime probe, its cache and the fallback."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import pytest
 from onnx import helper
 
 import eyefold
-from eyefold import runtime_support
 from eyefold.errors import EyefoldError
-from eyefold.runtime_support import (
+from eyefold.runtime import support as runtime_support
+from eyefold.runtime.support import (
     FALLBACK_NATIVE,
     FALLBACK_SUPPORTED,
     all_combinations,
@@ -140,7 +140,7 @@ def test_corrupt_cache_is_measured_again(cache: pathlib.Path, caplog):
     path = cache_path("onnxruntime", ort.__version__)
     path.parent.mkdir(parents=True)
     path.write_text("{not json", encoding="utf-8")
-    with caplog.at_level(logging.WARNING, logger="eyefold.runtime_support"):
+    with caplog.at_level(logging.WARNING, logger="eyefold.runtime.support"):
         support = get_support()
     assert support.source == "probe"
     assert "unreadable cache file" in caplog.text
@@ -151,7 +151,7 @@ def test_unwritable_cache_still_gives_the_measurement(tmp_path, monkeypatch, cap
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder", encoding="utf-8")
     monkeypatch.setenv(runtime_support.CACHE_DIR_ENV, str(blocker / "cache"))
-    with caplog.at_level(logging.WARNING, logger="eyefold.runtime_support"):
+    with caplog.at_level(logging.WARNING, logger="eyefold.runtime.support"):
         support = get_support()
     assert support.source == "probe"
     assert "cannot write the runtime-support cache" in caplog.text

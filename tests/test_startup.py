@@ -56,7 +56,7 @@ def test_optimize_imports_no_runtime_unless_asked(tmp_path: Path) -> None:
 
 def test_import_eyefold_cli_loads_no_public_api_until_used() -> None:
     code = (
-        "import sys, eyefold.cli;"
+        "import sys, eyefold.cli.main;"
         " print('eyefold.passes' in sys.modules, 'onnx' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -79,14 +79,14 @@ def test_registry_order_and_modules_are_the_same() -> None:
 def test_onnxscript_converter_floor_is_the_one_assumed() -> None:
     from onnxscript.version_converter import _version_converter
 
-    from eyefold.passes.onnxscript_conversion import NATIVE_MIN_OPSET
+    from eyefold.upgrade.onnxscript_conversion import NATIVE_MIN_OPSET
 
     assert NATIVE_MIN_OPSET == _version_converter.SUPPORTED_MIN_ONNX_OPSET
 
 
 def test_runtime_version_comes_from_metadata_without_importing_it() -> None:
     code = (
-        "import sys; from eyefold.runtime_support import get_support;"
+        "import sys; from eyefold.runtime.support import get_support;"
         " s = get_support(probe=False); print(s.version, 'onnxruntime' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

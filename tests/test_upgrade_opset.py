@@ -19,11 +19,11 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import eyefold
+from eyefold.core.onnx_safety import defuse_eyelike_dtype
 from eyefold.errors import InvalidModelError, UnsupportedDtypeError, UpgradeError
-from eyefold.onnx_safety import defuse_eyelike_dtype
 from eyefold.options import PipelineOptions
 from eyefold.passes import UpgradeOpsetPass, default_pipeline
-from eyefold.passes.upgrade_opset import min_ir_version
+from eyefold.upgrade.target import min_ir_version
 
 NEWEST = onnx.defs.onnx_opset_version()
 

@@ -12,11 +12,11 @@ from typing import Literal
 
 import onnx_ir as ir
 
-from eyefold import kernel
 from eyefold.core.declarations import check_output_declaration
+from eyefold.core.eyelike_types import EYELIKE_MIN_OPSET, check_eyelike_type
+from eyefold.core.output_size import output_nbytes
 from eyefold.core.scopes import Scope, is_eyelike, iter_scopes
 from eyefold.errors import InvalidModelError, UnsupportedDtypeError
-from eyefold.eyelike_types import EYELIKE_MIN_OPSET, check_eyelike_type
 
 __all__ = ["Action", "EyeLikeFacts", "analyze_all", "analyze_eyelike", "dim_to_json"]
 
@@ -145,7 +145,7 @@ def analyze_eyelike(
     facts = EyeLikeFacts(node, scope, k, input_dtype, dtype, shape, nbytes=None)
     static = facts.static_dims
     if static is not None and dtype is not None:
-        facts.nbytes = kernel.output_nbytes(*static, dtype)
+        facts.nbytes = output_nbytes(*static, dtype)
     facts.action, facts.reason = _decide(facts, size_limit_bytes=size_limit_bytes, fold=fold)
     refs = [a for a in node.attributes.values() if a.is_ref()]
     if refs:

@@ -12,11 +12,10 @@ from collections.abc import Iterable
 
 import onnx_ir as ir
 
+from eyefold.core.metadata_keys import ORIGIN_KEY
 from eyefold.core.scopes import is_eyelike, subgraphs_of
 
-__all__ = ["ORIGIN_KEY", "inherit_origins", "origin_of", "removed_origins"]
-
-ORIGIN_KEY = "pkg.eyefold.origin"
+__all__ = ["inherit_origins", "origin_of", "removed_origins"]
 
 
 def origin_of(node: ir.Node) -> int | None:

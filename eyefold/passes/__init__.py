@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from eyefold.lazy_exports import lazy_exports
+from eyefold.core.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from eyefold.passes.apply_rules import ApplyEyeLikeRulesPass, RulesResult
@@ -22,20 +22,15 @@ if TYPE_CHECKING:
     from eyefold.passes.legalize_eye_like import LegalizeEyeLikePass, LegalizeResult
     from eyefold.passes.lower_eye_like import LowerEyeLikePass, LowerResult
     from eyefold.passes.pin_input_shapes import PinInputShapesPass, PinInputShapesResult
-    from eyefold.passes.pipeline import (
-        EyefoldPipeline,
-        PipelineResult,
-        default_pipeline,
-        pipeline_steps,
-        report_of,
-    )
     from eyefold.passes.upgrade_opset import UpgradeOpsetPass
 
-# Loaded on first use: importing one pass module must not import the others (and
-# the report, which reads their results, would import this package back).
+# Loaded on first use: importing one pass module must not import the others. The
+# pipeline's names (eyefold.pipeline, the layer above the passes) are forwarded here too,
+# for the documented ``from eyefold.passes import default_pipeline, report_of``, by name
+# only: no pass module imports the pipeline.
 _LAZY: dict[str, str] = {
     "ApplyEyeLikeRulesPass": "eyefold.passes.apply_rules",
-    "EyefoldPipeline": "eyefold.passes.pipeline",
+    "EyefoldPipeline": "eyefold.pipeline",
     "FoldEyeLikePass": "eyefold.passes.fold_eye_like",
     "FoldResult": "eyefold.passes.fold_eye_like",
     "InferEyeLikeInputShapesPass": "eyefold.passes.infer_input_shapes",
@@ -48,12 +43,12 @@ _LAZY: dict[str, str] = {
     "LowerResult": "eyefold.passes.lower_eye_like",
     "PinInputShapesPass": "eyefold.passes.pin_input_shapes",
     "PinInputShapesResult": "eyefold.passes.pin_input_shapes",
-    "PipelineResult": "eyefold.passes.pipeline",
+    "PipelineResult": "eyefold.pipeline",
     "RulesResult": "eyefold.passes.apply_rules",
     "UpgradeOpsetPass": "eyefold.passes.upgrade_opset",
-    "default_pipeline": "eyefold.passes.pipeline",
-    "pipeline_steps": "eyefold.passes.pipeline",
-    "report_of": "eyefold.passes.pipeline",
+    "default_pipeline": "eyefold.pipeline",
+    "pipeline_steps": "eyefold.pipeline",
+    "report_of": "eyefold.pipeline",
 }
 
 __all__ = [

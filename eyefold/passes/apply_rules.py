@@ -23,18 +23,19 @@ from onnxscript.rewriter import RewriteRule
 from eyefold.core.constants import constant_tensor, is_identity_array
 from eyefold.core.dead_code import remove_dead_producers
 from eyefold.core.domains import DEFAULT_DOMAINS
+from eyefold.core.limits import DEFAULT_SIZE_LIMIT_BYTES
+from eyefold.core.metadata_keys import RULE_TAG_KEY
 from eyefold.core.origins import inherit_origins, removed_origins
+from eyefold.core.run_facts import RunFacts
 from eyefold.core.scopes import Scope, iter_scopes
-from eyefold.options import DEFAULT_SIZE_LIMIT_BYTES
-from eyefold.passes.rewrite_cost import RewriteJudge
+from eyefold.rewriting.cost import RewriteJudge
 from eyefold.rule_registry import select_rules
 from eyefold.rules import Phase, RuleSpec
-from eyefold.runtime_support import get_support
+from eyefold.runtime.support import get_support
 
 __all__ = [
     "DEFAULT_MAX_ROUNDS",
     "ROOT_DEPTH",
-    "RULE_TAG_KEY",
     "ApplyEyeLikeRulesPass",
     "RulesResult",
 ]
@@ -46,9 +47,6 @@ logger = logging.getLogger(__name__)
 # an Identity no rule matches, so real chains settle in two or three rounds; the bound only
 # guards against a rule pair that would undo each other.
 DEFAULT_MAX_ROUNDS = 8
-
-# Metadata key naming the rule that created a node.
-RULE_TAG_KEY = "pkg.eyefold.rule"
 
 # How far below an EyeLike a pattern's root may sit. The exporters' masked-sum diagonal is
 # rooted at the ReduceSum three nodes down: EyeLike -> Cast/CastLike -> Mul -> ReduceSum.
@@ -174,6 +172,12 @@ class RulesResult(ir.passes.PassResult):
     hits: dict[str, int] = dataclasses.field(default_factory=dict)
     declined: dict[str, int] = dataclasses.field(default_factory=dict)
     removed: dict[int, str] = dataclasses.field(default_factory=dict)
+
+    def report_into(self, facts: RunFacts) -> None:
+        """Rule hits, refused rewrites and the EyeLike nodes rules removed."""
+        facts.hits.update(self.hits)
+        facts.declined.update({k: v for k, v in self.declined.items() if v})
+        facts.removed_by.update({n: f"removed by rule {r}" for n, r in self.removed.items()})
 
 
 class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):

@@ -8,7 +8,8 @@ import logging
 import onnx_ir as ir
 
 from eyefold.core.analysis import EyeLikeFacts, analyze_all
-from eyefold.core.origins import ORIGIN_KEY
+from eyefold.core.metadata_keys import ORIGIN_KEY
+from eyefold.core.run_facts import RunFacts
 
 __all__ = ["CensusResult", "CountEyeLikePass"]
 
@@ -39,3 +40,7 @@ class CensusResult(ir.passes.PassResult):
     """The pass result: every EyeLike found, in scope order; its index is its number."""
 
     found: list[EyeLikeFacts] = dataclasses.field(default_factory=list)
+
+    def report_into(self, facts: RunFacts) -> None:
+        """Every EyeLike of the input: the report accounts for each."""
+        facts.found = self.found

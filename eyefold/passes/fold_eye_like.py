@@ -10,13 +10,13 @@ import onnx_ir as ir
 from eyefold import kernel
 from eyefold.core.analysis import EyeLikeFacts, analyze_eyelike, node_label
 from eyefold.core.dead_code import remove_dead_producers
+from eyefold.core.limits import DEFAULT_SIZE_LIMIT_BYTES
 from eyefold.core.origins import removed_origins
+from eyefold.core.run_facts import FED_A_FOLD_REASON, RunFacts
 from eyefold.core.scopes import Scope, is_eyelike, iter_scopes
 from eyefold.errors import SizeLimitError
-from eyefold.options import DEFAULT_SIZE_LIMIT_BYTES
 
 __all__ = [
-    "FED_A_FOLD_REASON",
     "UNUSED_REASON",
     "FoldEyeLikePass",
     "FoldResult",
@@ -34,6 +34,11 @@ class FoldResult(ir.passes.PassResult):
     # Census number -> why, for input EyeLike nodes removed instead of folded: unused
     # ones, and those that only fed folded ones.
     removed: dict[int, str] = dataclasses.field(default_factory=dict)
+
+    def report_into(self, facts: RunFacts) -> None:
+        """The folded nodes, and those removed instead of folded."""
+        facts.folded = self.folded
+        facts.removed_by.update(self.removed)
 
 
 _NO_INPUTS: frozenset[str] = frozenset()
@@ -110,7 +115,6 @@ def _fold(scope: Scope, facts: EyeLikeFacts) -> None:
 
 # Why an input EyeLike is gone after the fold pass (the report's reason for "removed").
 UNUSED_REASON = "its output is never used: removed instead of folded"
-FED_A_FOLD_REASON = "removed with the chain that fed a folded EyeLike"
 
 
 def _is_unused(value: ir.Value) -> bool:

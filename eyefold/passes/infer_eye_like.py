@@ -8,8 +8,9 @@ import logging
 import onnx_ir as ir
 
 from eyefold.core.analysis import EyeLikeFacts, analyze_all
+from eyefold.core.limits import DEFAULT_SIZE_LIMIT_BYTES
+from eyefold.core.run_facts import RunFacts
 from eyefold.core.shapes import merge_shapes
-from eyefold.options import DEFAULT_SIZE_LIMIT_BYTES
 
 __all__ = ["InferEyeLikeOutputsPass", "InferOutputsResult"]
 
@@ -45,6 +46,10 @@ class InferOutputsResult(ir.passes.PassResult):
     """The pass result, with every EyeLike node seen, its action and its reason."""
 
     facts: list[EyeLikeFacts] = dataclasses.field(default_factory=list)
+
+    def report_into(self, facts: RunFacts) -> None:
+        """Every EyeLike left, with its action and reason."""
+        facts.left = self.facts
 
 
 class InferEyeLikeOutputsPass(ir.passes.InPlacePass):

@@ -22,9 +22,10 @@ import logging
 import onnx
 import onnx_ir as ir
 
+from eyefold.core.onnx_safety import StandIns, defuse_eyelike_dtype
+from eyefold.core.run_facts import RunFacts
 from eyefold.core.scopes import Scope, is_eyelike, iter_scopes, subgraphs_of
 from eyefold.core.shapes import merge_shapes
-from eyefold.onnx_safety import StandIns, defuse_eyelike_dtype
 
 __all__ = [
     "SLICE_INITIALIZER_LIMIT_BYTES",
@@ -315,6 +316,11 @@ class InferInputShapesResult(ir.passes.PassResult):
 
     learned: list[ir.Value] = dataclasses.field(default_factory=list)
     failure: str | None = None
+
+    def report_into(self, facts: RunFacts) -> None:
+        """A failed (skipped) inference is a warning."""
+        if self.failure:
+            facts.warnings.append(self.failure)
 
 
 class InferEyeLikeInputShapesPass(ir.passes.InPlacePass):

@@ -14,12 +14,12 @@ import logging
 import onnx_ir as ir
 
 from eyefold.core.analysis import node_label
+from eyefold.core.eyelike_types import allowed_types, to_data_type
+from eyefold.core.metadata_keys import LEGALIZED_FOR_KEY, RULE_TAG_KEY
 from eyefold.core.names import ModelNames
+from eyefold.core.run_facts import RunFacts
 from eyefold.core.scopes import Scope, is_eyelike, iter_scopes
-from eyefold.eyelike_types import allowed_types, to_data_type
-from eyefold.metadata_keys import LEGALIZED_FOR_KEY
-from eyefold.passes.apply_rules import RULE_TAG_KEY
-from eyefold.runtime_support import EyeLikeSupport, check_runtime, get_support
+from eyefold.runtime.support import EyeLikeSupport, check_runtime, get_support
 
 __all__ = [
     "LEGALIZED_FOR_KEY",
@@ -101,6 +101,10 @@ class LegalizeResult(ir.passes.PassResult):
     support: EyeLikeSupport | None = None
     rewrite: bool = True
     outcomes: list[LegalizeOutcome] = dataclasses.field(default_factory=list)
+
+    def report_into(self, facts: RunFacts) -> None:
+        """The runtime's verdict on every EyeLike left."""
+        facts.runtime = self
 
 
 def _cast_allows(data_type: ir.DataType, opset: int | None) -> bool:
@@ -185,9 +189,7 @@ def _cast_node(
     )
 
 
-def _rewrite(
-    scope: Scope, node: ir.Node, plan: Plan, names: ModelNames, runtime: str
-) -> None:
+def _rewrite(scope: Scope, node: ir.Node, plan: Plan, names: ModelNames, runtime: str) -> None:
     source, result = node.inputs[0], node.outputs[0]
     # The node is the legalization's now. A rule tag would name a rewrite it re-expanded
     # (the rules fold these casts back on a second run), so a second run would differ.

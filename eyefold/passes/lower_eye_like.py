@@ -23,9 +23,10 @@ import logging
 import numpy as np
 import onnx_ir as ir
 
+from eyefold.core.eyelike_types import to_data_type
 from eyefold.core.names import ModelNames
+from eyefold.core.run_facts import RunFacts
 from eyefold.core.scopes import Scope, is_eyelike, iter_scopes
-from eyefold.eyelike_types import to_data_type
 
 __all__ = [
     "MIN_LOWERING_OPSET",
@@ -70,6 +71,10 @@ class LowerResult(ir.passes.PassResult):
     """
 
     outcomes: list[LowerOutcome] = dataclasses.field(default_factory=list)
+
+    def report_into(self, facts: RunFacts) -> None:
+        """What was lowered, per node."""
+        facts.lowering = self.outcomes
 
 
 def _output_type(node: ir.Node) -> ir.DataType | None:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import onnx_ir as ir
 
-from eyefold.input_shapes import InputShape, apply_input_shapes
+from eyefold.core.input_shapes import InputShape, apply_input_shapes
 
 __all__ = ["PinInputShapesPass", "PinInputShapesResult"]
 

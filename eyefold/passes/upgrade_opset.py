@@ -17,84 +17,25 @@ from __future__ import annotations
 
 import logging
 
-import onnx
 import onnx_ir as ir
 
 from eyefold.core.analysis import node_label
 from eyefold.core.declarations import check_eyelike_declarations
-from eyefold.core.domains import default_opset, function_label
+from eyefold.core.domains import default_opset
+from eyefold.core.eyelike_types import EYELIKE_MIN_OPSET
 from eyefold.core.gc_pause import cyclic_gc_paused
 from eyefold.core.scopes import iter_nodes
 from eyefold.errors import InvalidModelError, UpgradeError
-from eyefold.eyelike_types import EYELIKE_MIN_OPSET
 from eyefold.passes.infer_input_shapes import infer_eyelike_input_dims
-from eyefold.passes.proto_writeback import write_back
-from eyefold.passes.upgrade_validation import (
-    FunctionBody,
-    checkable_model,
-    checker_problem,
-    min_ir_version,
-    set_default_opset,
-)
-from eyefold.passes.version_conversion import BodyConversion, convert_body
+from eyefold.upgrade.conversion import BodyConversion
+from eyefold.upgrade.on_ir import checkable_ir_model, convert_bodies
+from eyefold.upgrade.target import check_target_opset, min_ir_version
+from eyefold.upgrade.validation import checker_problem, set_default_opset
+from eyefold.upgrade.writeback_ir import write_back
 
-__all__ = ["UpgradeOpsetPass", "check_target_opset", "min_ir_version"]
+__all__ = ["UpgradeOpsetPass"]
 
 logger = logging.getLogger(__name__)
-
-
-def check_target_opset(
-    target_opset: object,
-    *,
-    lowest: int,
-    error: type[Exception] = UpgradeError,
-    what: str = "target opset",
-) -> int:
-    """``target_opset`` if it is an int between ``lowest`` and the newest opset onnx knows.
-
-    Raises:
-        error: naming the value (as ``what``) and the valid range.
-    """
-    newest = onnx.defs.onnx_opset_version()
-    if isinstance(target_opset, bool) or not isinstance(target_opset, int):
-        raise error(f"{what} must be an int, got {target_opset!r}")
-    if not lowest <= target_opset <= newest:
-        raise error(
-            f"{what} {target_opset} is outside {lowest}..{newest}, the opsets onnx knows"
-        )
-    return target_opset
-
-
-def _convert_bodies(model: ir.Model, source: int, target: int) -> list[BodyConversion]:
-    """Converts the main graph, then every function below ``target``; changes nothing."""
-    conversions = [
-        convert_body(
-            model.graph,
-            opset_imports=dict(model.opset_imports),
-            source=source,
-            target=target,
-            ir_version=model.ir_version,
-            where="main graph",
-        )
-    ]
-    for function in model.functions.values():
-        function_source = default_opset(function.opset_imports) or source
-        if function_source >= target:
-            continue
-        imports = dict(function.opset_imports)
-        if default_opset(imports) is None:
-            imports[""] = function_source
-        conversions.append(
-            convert_body(
-                function,
-                opset_imports=imports,
-                source=function_source,
-                target=target,
-                ir_version=model.ir_version,
-                where=function_label(function),
-            )
-        )
-    return conversions
 
 
 class UpgradeOpsetPass(ir.passes.InPlacePass):
@@ -152,7 +93,7 @@ class UpgradeOpsetPass(ir.passes.InPlacePass):
         if source is None or source >= target:
             return ir.passes.PassResult(model, modified=False)
         ir_version = max(model.ir_version, min_ir_version(target))
-        conversions = _convert_bodies(model, source, target)
+        conversions = convert_bodies(model, source, target)
         self._validate(model, conversions, source=source, ir_version=ir_version)
         for conversion in conversions:
             self.rebuilt_nodes += write_back(conversion)
@@ -182,12 +123,12 @@ class UpgradeOpsetPass(ir.passes.InPlacePass):
         target = self.target_opset
         stand_ins = set().union(*(c.proto.stand_ins for c in conversions))
         problem = checker_problem(
-            _checkable_model(model, conversions, target=target, ir_version=ir_version),
+            checkable_ir_model(model, conversions, target=target, ir_version=ir_version),
             stand_ins,
         )
         if problem is None:
             return
-        original = _checkable_model(
+        original = checkable_ir_model(
             model, conversions, target=None, ir_version=model.ir_version
         )
         if checker_problem(original, stand_ins) is not None:
@@ -198,31 +139,3 @@ class UpgradeOpsetPass(ir.passes.InPlacePass):
             f"upgrading opset {source} to {target} gave an invalid model{problem};"
             f" run with --no-upgrade to keep opset {source}"
         )
-
-
-def _checkable_model(
-    model: ir.Model,
-    conversions: list[BodyConversion],
-    *,
-    target: int | None,
-    ir_version: int,
-) -> onnx.ModelProto:
-    """The converted model (or with ``target`` None, the original) for onnx's checker."""
-    main, *functions = conversions
-    converted = {id(c.body): c for c in functions}
-    bodies = []
-    for function in model.functions.values():
-        body = FunctionBody(ir.serde.serialize_function(function))
-        conversion = converted.get(id(function))
-        if conversion is not None:
-            serialized = {id(node) for node in conversion.nodes}
-            body.conversion = conversion.proto
-            body.hidden = [
-                ir.serde.serialize_node(node)
-                for node in function
-                if id(node) not in serialized
-            ]
-        bodies.append(body)
-    return checkable_model(
-        main.proto, bodies, dict(model.opset_imports), target=target, ir_version=ir_version
-    )

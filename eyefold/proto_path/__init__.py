@@ -13,10 +13,12 @@ EyeLike or identity-shaped constant in a subgraph or function, a node holding su
 inside the neighbourhood, an unsorted or malformed graph, pinned input shapes, or a result
 that cannot be spliced in order.
 
-An opset upgrade converts every node, so it runs on the proto first (:mod:`.upgrade`, the
-same conversion as the pipeline's upgrade step, on weightless copies of the bodies); the
-pipeline's own upgrade step then has nothing left to do. What that upgrade cannot do the
-original proto takes to the whole-model path, which gives the result or the precise error.
+An opset upgrade converts every node, so it runs on the proto first
+(:mod:`eyefold.upgrade.on_proto`, the same conversion as the pipeline's upgrade step, on
+weightless copies of the bodies), as the pipeline's upgrade step: the other steps follow
+it. What that upgrade cannot do the original proto takes to the whole-model path, which
+gives the result or the precise error. Either way the decision is one exception,
+:class:`~eyefold.errors.WholeModelNeeded`, carrying its reason.
 """
 
 from __future__ import annotations
@@ -30,21 +32,21 @@ import onnx
 import onnx_ir as ir
 
 from eyefold.core.domains import default_opset
-from eyefold.errors import EyefoldError
+from eyefold.core.model_stats import ModelStats, model_stats, op_label
+from eyefold.errors import EyefoldError, WholeModelNeeded
 from eyefold.model_files.load import model_from_proto
 from eyefold.model_files.structure_checks import check_structure
 from eyefold.model_files.tensors import check_external_data, external_data_files
-from eyefold.model_stats import ModelStats, model_stats, op_label
 from eyefold.options import PipelineOptions
-from eyefold.passes.pipeline import pipeline_steps, run_steps
+from eyefold.pipeline import pipeline_steps, run_steps
 from eyefold.proto_path.extract import build_neighbourhood, choose_nodes
 from eyefold.proto_path.infer_inputs import infer_undeclared_inputs
 from eyefold.proto_path.scan import scan_model
 from eyefold.proto_path.splice import SpliceError, splice
 from eyefold.proto_path.stats import proto_stats, stats_after, stats_before
-from eyefold.proto_path.upgrade import upgrade_proto
-from eyefold.report import Report, StepTiming
 from eyefold.rule_registry import select_rules
+from eyefold.run_record import RunRecord, Stage, StepEntry
+from eyefold.upgrade.on_proto import upgrade_proto
 
 __all__ = [
     "NEIGHBOURHOOD_STEP",
@@ -53,12 +55,11 @@ __all__ = [
     "WHOLE_MODEL_STEP",
     "ProtoRun",
     "optimize_proto",
-    "whole_model_reason",
 ]
 
 NEIGHBOURHOOD_STEP = "neighbourhood"
 WHOLE_MODEL_STEP = "whole-model"
-# The pipeline's name for its upgrade step (eyefold.passes.pipeline.pipeline_steps).
+# The pipeline's name for its upgrade step (eyefold.pipeline.pipeline_steps).
 UPGRADE_STEP = "upgrade"
 
 
@@ -76,19 +77,13 @@ SPLICED_TENSOR_LIMIT_BYTES = 64 << 20
 _MASK_READERS = frozenset({"Mul"})
 
 
-def whole_model_reason(model: onnx.ModelProto, options: PipelineOptions) -> str | None:
-    """Why ``options`` need the whole model whatever its graph, or None."""
-    if options.input_shapes:
-        return "input shapes are pinned on the whole model"
-    return None
-
-
 @dataclasses.dataclass
 class ProtoRun:
     """What :func:`optimize_proto` did.
 
     Attributes:
-        report: the pipeline's report, its first step naming the path taken.
+        record: what the run did so far, its route step naming the path taken (the
+            report is built from it when the whole run ends).
         before: stats of the model as given (``bytes`` unknown), when asked for.
         after: stats of the result (``bytes`` unknown), when asked for.
         data_files: absolute paths of the data files the model as given keeps tensors in
@@ -100,7 +95,7 @@ class ProtoRun:
             then go through onnx-ir, which handles those.
     """
 
-    report: Report
+    record: RunRecord
     before: ModelStats | None
     after: ModelStats | None
     data_files: list[str]
@@ -117,11 +112,13 @@ class ProtoRun:
         return self.proto
 
 
-def _upgrade(model: onnx.ModelProto, options: PipelineOptions) -> StepTiming | str | None:
-    """Upgrades ``model`` in place: the report's upgrade step, why not, or None (no upgrade).
+def _upgrade(model: onnx.ModelProto, options: PipelineOptions) -> StepEntry | None:
+    """Upgrades ``model`` in place: the pipeline's upgrade step done on the proto, or None.
 
-    The pipeline's upgrade step then finds the target opset: the returned timing stands in
-    for its record, so the report reads as the whole-model path's.
+    The steps that follow are those of the options without the upgrade.
+
+    Raises:
+        WholeModelNeeded: the proto upgrade cannot do what the onnx-ir upgrade does.
     """
     if not options.upgrade:
         return None
@@ -129,68 +126,66 @@ def _upgrade(model: onnx.ModelProto, options: PipelineOptions) -> StepTiming | s
     if opset is None or opset >= options.target_opset:
         return None
     start = time.perf_counter()
-    reason = upgrade_proto(model, options.target_opset)
-    if reason is not None:
-        return f"the opset {opset} -> {options.target_opset} upgrade: {reason}"
-    return StepTiming(UPGRADE_STEP, time.perf_counter() - start, True)
-
-
-def _as_upgraded(
-    run: ProtoRun,
-    given: ModelStats | None,
-    opset_before: int | None,
-    upgrade: StepTiming | None,
-) -> ProtoRun:
-    """A run on the upgraded proto, as if the upgrade had been its step.
-
-    ``given`` holds the stats of the model before the upgrade, if counted.
-    """
-    if upgrade is None:
-        return run
-    if given is not None:
-        run.before = given
-    run.report.opset_before = opset_before
-    steps = run.report.steps
-    run.report.steps = [upgrade if s.name == UPGRADE_STEP else s for s in steps]
-    return run
+    try:
+        upgrade_proto(model, options.target_opset)
+    except WholeModelNeeded as needed:
+        raise WholeModelNeeded(
+            f"the opset {opset} -> {options.target_opset} upgrade: {needed.reason}"
+        ) from None
+    return StepEntry(UPGRADE_STEP, time.perf_counter() - start, Stage.PIPELINE, True)
 
 
 def _neighbourhood(
-    model: onnx.ModelProto, options: PipelineOptions, source_path: str | None, with_stats: bool
-) -> ProtoRun | str:
+    model: onnx.ModelProto,
+    options: PipelineOptions,
+    record: RunRecord,
+    source_path: str | None,
+    with_stats: bool,
+) -> ProtoRun:
+    """Runs the steps on the EyeLike neighbourhood and splices the result into ``model``.
+
+    Raises:
+        WholeModelNeeded: the neighbourhood cannot stand for the model (``model`` is
+            unchanged by this function, and ``record`` holds none of its steps).
+    """
     base_dir = "" if source_path is None else os.path.dirname(source_path)
     start = time.perf_counter()
     index = scan_model(model, _identity_dtypes(options))
     if index.obstacle is not None:
-        return index.obstacle
+        raise WholeModelNeeded(index.obstacle)
     inferred = infer_undeclared_inputs(model, index)
     chosen = choose_nodes(index, inferred.keys())
     if index.holders.intersection(chosen):
-        return "a node holding subgraphs is in an EyeLike's neighbourhood"
+        raise WholeModelNeeded("a node holding subgraphs is in an EyeLike's neighbourhood")
     if any(index.op_types[p] in _MASK_READERS for p in chosen):
         # The diagonal rules match Mul(data, mask) -> ReduceSum and read the data side's
         # shape chain: more than the neighbourhood holds.
-        return "an EyeLike is used as a mask (Mul), which the diagonal rules look around"
+        raise WholeModelNeeded(
+            "an EyeLike is used as a mask (Mul), which the diagonal rules look around"
+        )
     before = stats_before(model, index) if with_stats else None
     try:
         hood = build_neighbourhood(model, index, chosen, base_dir, inferred)
         check_structure(hood.model)  # what a load checks, where onnx-ir reads the model
     except (EyefoldError, UnicodeDecodeError, ValueError, ir.serde.SerdeError) as error:
         # The whole-model path meets the same problem and names it as a load does.
-        return f"the neighbourhood cannot be read ({type(error).__name__})"
+        raise WholeModelNeeded(
+            f"the neighbourhood cannot be read ({type(error).__name__})"
+        ) from None
     if source_path is not None and index.external_locations:
         check_external_data(hood.model, source_path)  # the rest is checked when saved
     seconds = time.perf_counter() - start
-    result = run_steps(hood.model, pipeline_steps(options))
+    steps = RunRecord(opset_before=record.opset_before)
+    run_steps(hood.model, pipeline_steps(options), steps)  # kept only once spliced
     added = hood.new_tensor_bytes()
     if added > SPLICED_TENSOR_LIMIT_BYTES:
-        return f"{added} bytes of new tensors are written from their arrays"
+        raise WholeModelNeeded(f"{added} bytes of new tensors are written from their arrays")
     start = time.perf_counter()
     initializers = len(model.graph.initializer)
     try:
         splice(model, index, hood)
     except SpliceError as error:
-        return f"the result cannot be spliced back ({error})"
+        raise WholeModelNeeded(f"the result cannot be spliced back ({error})") from None
     after = None
     if before is not None:
         replaced = [op_label(index.domains[p], index.op_types[p]) for p in chosen]
@@ -198,12 +193,14 @@ def _neighbourhood(
         added_initializers = len(model.graph.initializer) - initializers
         after = stats_after(model, before, replaced, written, added_initializers)
     seconds += time.perf_counter() - start
-    report = result.report
-    report.steps.insert(0, StepTiming(NEIGHBOURHOOD_STEP, seconds, False))
-    report.extra["neighbourhood"] = {"nodes": len(chosen), "of": len(model.graph.node)}
+    # The neighbourhood's steps count only now that its result is in the model.
+    record.add(StepEntry(NEIGHBOURHOOD_STEP, seconds, Stage.ROUTE))
+    record.steps.extend(steps.steps)
+    record.opset_after = steps.opset_after
+    record.route["neighbourhood"] = {"nodes": len(chosen), "of": len(model.graph.node)}
     files = [os.path.abspath(os.path.join(base_dir, n)) for n in index.external_locations]
     return ProtoRun(
-        report,
+        record,
         before,
         after,
         sorted(set(files)),
@@ -215,6 +212,7 @@ def _neighbourhood(
 def _whole_model(
     model: onnx.ModelProto,
     options: PipelineOptions,
+    record: RunRecord,
     source_path: str | None,
     reason: str,
     with_stats: bool,
@@ -226,17 +224,18 @@ def _whole_model(
         working = model_from_proto(model, source_path)
     before = model_stats(working, None) if with_stats else None
     files = external_data_files(working)
-    report = run_steps(working, pipeline_steps(options)).report
-    report.steps.insert(0, StepTiming(f"{WHOLE_MODEL_STEP}: {reason}", 0.0, False))
-    report.extra["whole_model"] = reason
+    record.add(StepEntry(f"{WHOLE_MODEL_STEP}: {reason}", 0.0, Stage.ROUTE))
+    run_steps(working, pipeline_steps(options), record)
+    record.route["whole_model"] = reason
     after = model_stats(working, None) if with_stats else None
-    return ProtoRun(report, before, after, files, working)
+    return ProtoRun(record, before, after, files, working)
 
 
 def optimize_proto(
     model: onnx.ModelProto,
     options: PipelineOptions,
     *,
+    record: RunRecord | None = None,
     source_path: str | None = None,
     with_stats: bool = False,
 ) -> ProtoRun:
@@ -247,6 +246,8 @@ def optimize_proto(
             upgrade done on the proto (the whole-model path may then follow). Otherwise a
             new proto is returned and ``model`` is left as it was.
         options: the run's options.
+        record: the run's record, to append the steps to (a new one if None); the caller
+            builds the report from it when the whole run is done.
         source_path: the file ``model`` was read from, if any: its external data is read
             (lazily) from that folder, and the whole-model path checks the model as
             loading the file does (:func:`eyefold.model_files.load.model_from_proto`).
@@ -254,29 +255,43 @@ def optimize_proto(
             line's table; a library call does without the walks that can take).
 
     Returns:
-        The optimized proto, the report and, if asked for, the stats before and after.
+        The optimized proto, the run's record and, if asked for, the stats before and
+        after.
     """
-    opset_before = default_opset({o.domain: o.version for o in model.opset_import})
-    reason = whole_model_reason(model, options)
-    upgrade = None
-    upgrades = options.upgrade and opset_before is not None
-    if with_stats and reason is None and upgrades and opset_before < options.target_opset:
-        given: ModelStats | None = proto_stats(model)  # the upgrade changes every node
-    else:
-        given = None
-    if reason is None:
-        outcome = _upgrade(model, options)
-        if isinstance(outcome, str):
-            reason = outcome
-        else:
-            upgrade = outcome
-    if reason is None:
+    record = RunRecord() if record is None else record
+    record.opset_before = default_opset({o.domain: o.version for o in model.opset_import})
+    given = _stats_before_upgrade(model, options, record.opset_before, with_stats)
+    try:
+        if options.input_shapes:
+            raise WholeModelNeeded("input shapes are pinned on the whole model")
+        upgrade = _upgrade(model, options)
+        if upgrade is not None:
+            record.add(upgrade)
+            # Done on the proto: the pipeline's own upgrade step would find nothing to do.
+            options = dataclasses.replace(options, upgrade=False)
         full_path = None if source_path is None else os.path.abspath(source_path)
-        outcome = _neighbourhood(model, options, full_path, with_stats)
-        if isinstance(outcome, ProtoRun):
-            return _as_upgraded(outcome, given, opset_before, upgrade)
-        reason = outcome
-        gc.collect()  # the neighbourhood's tensors go before the whole model is read
-    # After a proto upgrade, the whole-model path's own upgrade has nothing left to do.
-    run = _whole_model(model, options, source_path, reason, with_stats)
-    return _as_upgraded(run, given, opset_before, upgrade)
+        run = _neighbourhood(model, options, record, full_path, with_stats)
+    except WholeModelNeeded as needed:
+        reason = needed.reason  # the traceback, which holds the neighbourhood, ends here
+    else:
+        return _with_given_stats(run, given)
+    gc.collect()  # the neighbourhood's tensors go before the whole model is read
+    run = _whole_model(model, options, record, source_path, reason, with_stats)
+    return _with_given_stats(run, given)
+
+
+def _with_given_stats(run: ProtoRun, given: ModelStats | None) -> ProtoRun:
+    """The run, its ``before`` stats those of the model as given when counted before."""
+    if given is not None:
+        run.before = given
+    return run
+
+
+def _stats_before_upgrade(
+    model: onnx.ModelProto, options: PipelineOptions, opset: int | None, with_stats: bool
+) -> ModelStats | None:
+    """The stats of the model as given, when a proto upgrade is about to change every node."""
+    upgrades = options.upgrade and opset is not None and opset < options.target_opset
+    if with_stats and not options.input_shapes and upgrades:
+        return proto_stats(model)
+    return None

@@ -29,11 +29,11 @@ from collections.abc import Collection, Mapping
 import onnx
 import onnx_ir as ir
 
+from eyefold.core.metadata_keys import STAND_IN_DOMAIN
 from eyefold.proto_path.scan import GraphIndex
 
-__all__ = ["STAND_IN_DOMAIN", "Neighbourhood", "build_neighbourhood", "choose_nodes"]
+__all__ = ["Neighbourhood", "build_neighbourhood", "choose_nodes"]
 
-STAND_IN_DOMAIN = "pkg.eyefold.neighbourhood"
 # Consumers a rule may turn into an EyeLike: their own consumers are looked at too.
 _FORWARD_OPS = frozenset({"Cast", "CastLike", "Transpose", "Identity", "EyeLike"})
 # Ops a pass may remove: an EyeLike's input producers die only if all their readers can.

@@ -27,7 +27,7 @@ import onnx
 import onnx_ir as ir
 
 from eyefold.core.domains import DEFAULT_DOMAINS
-from eyefold.onnx_safety import defuse_eyelike_dtype
+from eyefold.core.onnx_safety import defuse_eyelike_dtype
 from eyefold.passes.infer_input_shapes import SLICE_INITIALIZER_LIMIT_BYTES
 from eyefold.proto_path.scan import GraphIndex
 

@@ -18,13 +18,15 @@ import dataclasses
 import onnx
 import onnx_ir as ir
 
-from eyefold.proto_path.extract import STAND_IN_DOMAIN, Neighbourhood
+from eyefold.core.metadata_keys import STAND_IN_DOMAIN
+from eyefold.errors import WriteBackError
+from eyefold.proto_path.extract import Neighbourhood
 from eyefold.proto_path.scan import GraphIndex
 
 __all__ = ["SpliceError", "splice"]
 
 
-class SpliceError(Exception):
+class SpliceError(WriteBackError):
     """The neighbourhood's result cannot be written back in place."""
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 import onnx
 
 from eyefold.core.domains import default_opset
-from eyefold.model_stats import ModelStats, op_label, sorted_counts
+from eyefold.core.model_stats import ModelStats, op_label, sorted_counts
 from eyefold.proto_path.scan import GraphIndex
 
 __all__ = ["proto_stats", "stats_after", "stats_before"]

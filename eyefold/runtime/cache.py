@@ -16,12 +16,12 @@ import tempfile
 
 import onnx_ir as ir
 
-from eyefold.support_table import CACHE_FORMAT, EYELIKE_VERSIONS, Combination, EyeLikeSupport
+from eyefold.runtime.table import CACHE_FORMAT, EYELIKE_VERSIONS, Combination, EyeLikeSupport
 
 __all__ = ["CACHE_DIR_ENV", "cache_dir", "cache_path", "read_cache", "write_cache"]
 
-# The messages keep the logger name of eyefold.runtime_support, which users configure.
-logger = logging.getLogger("eyefold.runtime_support")
+# The messages keep the logger name of eyefold.runtime.support, which users configure.
+logger = logging.getLogger("eyefold.runtime.support")
 
 CACHE_DIR_ENV = "EYEFOLD_CACHE_DIR"
 

@@ -8,7 +8,7 @@ import sys
 import time
 
 from eyefold.batch import optimize_files
-from eyefold.batch_summary import BatchProgress, batch_report, render_batch
+from eyefold.cli.batch_summary import BatchProgress, batch_report, render_batch
 from eyefold.file_run import error_line
 from eyefold.model_files import check_output_path, write_text
 from eyefold.options import PipelineOptions

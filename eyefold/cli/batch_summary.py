@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from eyefold.batch import FileResult
-from eyefold.summary import Progress, table
+from eyefold.cli.summary import table
+from eyefold.core.progress import Progress
 
 __all__ = ["BatchProgress", "batch_report", "batch_totals", "render_batch"]
 

@@ -9,21 +9,17 @@ to stderr only when it is a terminal.
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import os
-import sys
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TextIO
+from collections.abc import Callable, Sequence
+from typing import TextIO
 
-from eyefold.model_stats import ModelStats, model_stats, op_counts
-from eyefold.report import NodeOutcome, Report, StepTiming
+from eyefold.core.model_stats import ModelStats, model_stats, op_counts
+from eyefold.report import NodeOutcome, Report
+from eyefold.run_record import RunRecord
 
 __all__ = [
     "INSPECT_COLUMNS",
     "ModelStats",
-    "Progress",
-    "RunLog",
     "model_stats",
     "op_counts",
     "render_inspect",
@@ -34,116 +30,11 @@ __all__ = [
 
 # Node lines shown in the optimize summary; the full list is in --report and inspect.
 MAX_NODE_LINES = 20
-# A step that took at least this long keeps its "... done in" line on the terminal.
-LONG_STEP_SECONDS = 0.5
 
 
 def use_color(stream: TextIO) -> bool:
     """Colour only on a terminal, and never when ``NO_COLOR`` is set."""
     return stream.isatty() and not os.environ.get("NO_COLOR")
-
-
-class Progress:
-    """Progress lines on stderr, shown only when it is a terminal.
-
-    Calling the object replaces the current progress line; :meth:`done` ends it.
-    """
-
-    def __init__(self, stream: TextIO | None = None, *, enabled: bool | None = None) -> None:
-        self.stream = stream if stream is not None else sys.stderr
-        self.enabled = self.stream.isatty() if enabled is None else enabled
-        self._open = False
-
-    def __call__(self, message: str) -> None:
-        """Shows ``message`` as the current progress line."""
-        if self.enabled:
-            self.stream.write(f"\r\x1b[K{message}")
-            self.stream.flush()
-            self._open = True
-
-    def clear(self) -> None:
-        """Erases the progress line (for steps too quick to be worth a line)."""
-        if self.enabled and self._open:
-            self.stream.write("\r\x1b[K")
-            self.stream.flush()
-            self._open = False
-
-    def done(self, message: str | None = None) -> None:
-        """Ends the progress line, with a last message if given."""
-        if not self.enabled:
-            return
-        if message is not None:
-            self(message)
-        if self._open:
-            self.stream.write("\n")
-            self.stream.flush()
-            self._open = False
-
-
-@dataclasses.dataclass
-class RunLog:
-    """What the command did around the pipeline: timed steps, stats, check, save.
-
-    Attributes:
-        progress: where long steps say what they are doing.
-        timer: times the command's own steps (load, check, save); only its ``steps``
-            list is used.
-        before: stats of the input model.
-        after: stats of the result.
-        check: the ``--check`` outcome, if it ran.
-        output: the files written, if any.
-    """
-
-    progress: Progress = dataclasses.field(default_factory=Progress)
-    timer: Report = dataclasses.field(default_factory=Report)
-    before: ModelStats | None = None
-    after: ModelStats | None = None
-    check: Any = None
-    output: Any = None
-
-    @contextlib.contextmanager
-    def step(self, name: str, message: str | None = None) -> Iterator[StepTiming]:
-        """Times a step; with ``message``, shows it as progress while the step runs."""
-        if message is not None:
-            self.progress(message)
-        try:
-            with self.timer.step(name) as record:
-                yield record
-        finally:
-            seconds = self.timer.steps[-1].seconds
-            if message is not None and seconds >= LONG_STEP_SECONDS:
-                self.progress.done(f"{message} done in {seconds:.2f}s")
-            elif message is not None:
-                self.progress.clear()
-
-    def merge_into(self, report: Report) -> None:
-        """Adds the command's steps, stats, check and output to the report."""
-        load = [s for s in self.timer.steps if s.name == "load"]
-        rest = [s for s in self.timer.steps if s.name != "load"]
-        report.steps[:0] = load
-        report.steps.extend(rest)
-        if self.before is not None:
-            after = self.after
-            report.extra["ops"] = {
-                "before": self.before.ops,
-                "after": after.ops if after else None,
-            }
-            report.extra["model_bytes"] = {
-                "before": self.before.bytes,
-                "after": after.bytes if after else None,
-            }
-            report.extra["initializers"] = {
-                "before": self.before.initializers,
-                "after": after.initializers if after else None,
-            }
-        if self.check is not None:
-            report.extra["check"] = self.check.to_dict()
-        if self.output is not None:
-            report.extra["output"] = {
-                "path": self.output.path,
-                "data_path": self.output.data_path,
-                "external_tensors": self.output.external_tensors,
-            }
 
 
 def table(rows: Sequence[Sequence[str]], right: Sequence[bool]) -> list[str]:
@@ -278,11 +169,11 @@ def _before_after(before: ModelStats, after: ModelStats, color: bool) -> list[st
     ]
 
 
-def render_optimize(report: Report, log: RunLog, *, color: bool, command: str) -> str:
+def render_optimize(report: Report, record: RunRecord, *, color: bool, command: str) -> str:
     """The optimize summary: before/after table, EyeLike nodes, check, status line."""
     lines: list[str] = []
-    if log.before is not None and log.after is not None:
-        lines.extend(_before_after(log.before, log.after, color))
+    if record.before is not None and record.after is not None:
+        lines.extend(_before_after(record.before, record.after, color))
         lines.append("")
     lines.append(_counts_line(report))
     if report.nodes:
@@ -291,13 +182,13 @@ def render_optimize(report: Report, log: RunLog, *, color: bool, command: str) -
         if hidden > 0:
             lines.append(f"  ... and {hidden} more (see --report or eyefold inspect)")
     lines.extend(f"warning: {warning}" for warning in report.warnings)
-    if log.check is not None:
-        lines.append(log.check.describe())
-    if log.output is not None:
-        where = log.output.path
-        if log.output.data_path:
-            where += f" + {os.path.basename(log.output.data_path)}"
-        lines.append(f"wrote {where} ({log.output.bytes} bytes)")
+    if record.check is not None:
+        lines.append(record.check.describe())
+    if record.output is not None:
+        where = record.output.path
+        if record.output.data_path:
+            where += f" + {os.path.basename(record.output.data_path)}"
+        lines.append(f"wrote {where} ({record.output.bytes} bytes)")
     seconds = sum(s.seconds for s in report.steps)
     lines.append(f"PASSED | Runtime: {seconds:.2f}s | Command: {command}")
     return "\n".join(lines)

@@ -27,7 +27,7 @@ import onnx
 
 from eyefold.core.domains import DEFAULT_DOMAINS
 from eyefold.errors import UpgradeError
-from eyefold.passes.proto_graphs import iter_proto_graphs
+from eyefold.upgrade.proto_graphs import iter_proto_graphs
 
 __all__ = [
     "LEGACY_MIN_OPSET",

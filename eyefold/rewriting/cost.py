@@ -24,9 +24,9 @@ from collections.abc import Iterable
 import onnx_ir as ir
 
 from eyefold.core.analysis import analyze_eyelike
+from eyefold.core.eyelike_types import to_data_type
 from eyefold.core.scopes import Scope, is_eyelike
-from eyefold.eyelike_types import to_data_type
-from eyefold.runtime_support import EyeLikeSupport
+from eyefold.runtime.support import EyeLikeSupport
 
 __all__ = ["RewriteCost", "RewriteJudge"]
 

@@ -16,11 +16,11 @@ import onnx
 import onnx_ir as ir
 
 from eyefold.core.domains import DEFAULT_DOMAINS
+from eyefold.core.metadata_keys import HIDDEN_DOMAIN
 from eyefold.errors import UpgradeError
-from eyefold.passes.proto_graphs import iter_proto_graphs
+from eyefold.upgrade.proto_graphs import iter_proto_graphs
 
 __all__ = [
-    "HIDDEN_DOMAIN",
     "NATIVE_MIN_OPSET",
     "convert_with_onnxscript",
     "onnxscript_adapts",
@@ -37,9 +37,6 @@ def onnxscript_converter() -> types.ModuleType:
     from onnxscript.version_converter import _version_converter
 
     return _version_converter
-
-
-HIDDEN_DOMAIN = "pkg.eyefold.hidden"
 
 
 def onnxscript_adapts(graph: onnx.GraphProto, source: int, target: int) -> bool:

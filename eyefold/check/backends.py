@@ -4,7 +4,7 @@ Both models run under onnxruntime when it is installed and can load both; else b
 under ``onnx.reference.ReferenceEvaluator``, and the caller is told why. An optimized model
 that onnxruntime loads but fails to run where the original ran fails the check. The
 comparison rules depend only on which backend ran, so this module hands back the outputs
-and the backend's name and leaves judging them to :mod:`eyefold.check`.
+and the backend's name and leaves judging them to :mod:`eyefold.check.equivalence`.
 """
 
 from __future__ import annotations

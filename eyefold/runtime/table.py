@@ -5,8 +5,8 @@ A combination is ``(input type, dtype attribute)``, the attribute being None whe
 none: 182 combinations; EyeLike-9 (opsets 9..21) has no bfloat16: 156.
 
 The table is only data and its questions (does this combination run, natively or through
-casts the runtime adds): the probe (:mod:`eyefold.runtime_probe`), the cache
-(:mod:`eyefold.runtime_cache`) and the fallback all build the same type.
+casts the runtime adds): the probe (:mod:`eyefold.runtime.probe`), the cache
+(:mod:`eyefold.runtime.cache`) and the fallback all build the same type.
 """
 
 from __future__ import annotations
@@ -17,7 +17,11 @@ from typing import Any, Literal
 
 import onnx_ir as ir
 
-from eyefold.eyelike_types import EYELIKE_TYPES_OPSET_9, EYELIKE_TYPES_OPSET_22, allowed_types
+from eyefold.core.eyelike_types import (
+    EYELIKE_TYPES_OPSET_9,
+    EYELIKE_TYPES_OPSET_22,
+    allowed_types,
+)
 
 __all__ = [
     "CACHE_FORMAT",

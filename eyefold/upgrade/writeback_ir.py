@@ -24,7 +24,8 @@ from typing import TypeAlias, TypeGuard
 import onnx
 import onnx_ir as ir
 
-from eyefold.passes.version_conversion import BodyConversion
+from eyefold.errors import WriteBackError
+from eyefold.upgrade.conversion import BodyConversion
 
 __all__ = ["changed_attributes", "is_subgraph_change", "match_nodes", "write_back"]
 
@@ -33,10 +34,6 @@ _GRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 # The values in scope by name, and the converter's opaque nodes by path.
 _Names: TypeAlias = MutableMapping[str, ir.Value]
 _Opaque: TypeAlias = Mapping[tuple[str, ...], onnx.NodeProto | None]
-
-
-class WriteBackError(RuntimeError):
-    """The converted graph does not map onto the original (a bug, not a user error)."""
 
 
 def _lookup(scope: Mapping[str, ir.Value], name: str, reader: str) -> ir.Value | None:

@@ -25,18 +25,19 @@ import onnx
 import onnx_ir as ir
 
 from eyefold.core.domains import DEFAULT_DOMAINS, default_opset, function_label
+from eyefold.core.eyelike_types import EYELIKE_MIN_OPSET
 from eyefold.core.gc_pause import cyclic_gc_paused
-from eyefold.eyelike_types import EYELIKE_MIN_OPSET
-from eyefold.passes.proto_graphs import iter_proto_graphs
-from eyefold.passes.upgrade_validation import (
+from eyefold.errors import EyefoldError, WholeModelNeeded, WriteBackError
+from eyefold.upgrade.conversion import GraphConversion, convert_graph, is_large
+from eyefold.upgrade.proto_graphs import iter_proto_graphs
+from eyefold.upgrade.target import min_ir_version
+from eyefold.upgrade.validation import (
     FunctionBody,
     checkable_model,
     checker_problem,
-    min_ir_version,
     set_default_opset,
 )
-from eyefold.passes.version_conversion import GraphConversion, convert_graph, is_large
-from eyefold.proto_path.upgrade_merge import MergedBody, merge_body, write_body
+from eyefold.upgrade.writeback_proto import MergedBody, merge_body, write_body
 
 __all__ = ["upgrade_proto"]
 
@@ -207,26 +208,32 @@ def _merge(originals: MutableSequence[onnx.NodeProto], converted: _Converted) ->
     )
 
 
-def upgrade_proto(model: onnx.ModelProto, target: int) -> str | None:
+def upgrade_proto(model: onnx.ModelProto, target: int) -> bool:
     """Upgrades ``model`` in place to ``target`` as ``UpgradeOpsetPass`` upgrades onnx-ir.
 
     Returns:
-        None when the model was upgraded or needed no upgrade; otherwise why the upgrade
-        is left to the whole-model path, the model unchanged.
+        Whether the model was upgraded (False: it needed no upgrade).
+
+    Raises:
+        WholeModelNeeded: why the upgrade is left to the whole-model path (which gives
+            the result or the precise error); the model is unchanged.
     """
     source = default_opset(_imports(model.opset_import))
     if source is None or source >= target:
-        return None
+        return False
     with cyclic_gc_paused():
-        return _upgrade(model, source, target)
+        _upgrade(model, source, target)
+    return True
 
 
-def _upgrade(model: onnx.ModelProto, source: int, target: int) -> str | None:
+def _upgrade(model: onnx.ModelProto, source: int, target: int) -> None:
     graph = model.graph
     if graph.sparse_initializer:
-        return "the graph holds sparse initializers"
+        raise WholeModelNeeded("the graph holds sparse initializers")
     if _eyelike_predates(model, source):
-        return f"an EyeLike sits in a scope older than opset {EYELIKE_MIN_OPSET}"
+        raise WholeModelNeeded(
+            f"an EyeLike sits in a scope older than opset {EYELIKE_MIN_OPSET}"
+        )
     ir_version = max(model.ir_version, min_ir_version(target))
     try:
         weightless = _weightless(
@@ -251,14 +258,15 @@ def _upgrade(model: onnx.ModelProto, source: int, target: int) -> str | None:
         functions = _convert_functions(model, source, target)
         problem = _check(model, main, functions, target, ir_version)
         if problem is not None:
-            return f"the converted model fails onnx's checker{problem}"
+            raise WholeModelNeeded(f"the converted model fails onnx's checker{problem}")
         main.merged = _merge(graph.node, main)
         for function, converted in functions:
             if converted is not None:
                 converted.merged = _merge(function.node, converted)
-    except Exception as error:  # UpgradeError, InvalidModelError and others
+    except (EyefoldError, WriteBackError) as error:
         text = str(error).strip()
-        return f"the upgrade failed ({text.splitlines()[0] if text else type(error).__name__})"
+        first = text.splitlines()[0] if text else type(error).__name__
+        raise WholeModelNeeded(f"the upgrade failed ({first})") from None
     # Nothing below can fail: the model is changed only now.
     write_body(graph.node, graph.value_info, main.merged)
     rebuilt = main.merged.rebuilt
@@ -270,4 +278,3 @@ def _upgrade(model: onnx.ModelProto, source: int, target: int) -> str | None:
     _raise_imports(model.opset_import, target)
     model.ir_version = ir_version
     logger.info("opset %d -> %d: %d nodes changed or added", source, target, rebuilt)
-    return None

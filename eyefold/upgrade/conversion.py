@@ -29,23 +29,23 @@ import onnx
 import onnx_ir as ir
 
 from eyefold.core.domains import DEFAULT_DOMAINS, default_opset
+from eyefold.core.metadata_keys import HIDDEN_DOMAIN
+from eyefold.core.onnx_safety import restore_names, stand_in_ops
 from eyefold.errors import UpgradeError
-from eyefold.onnx_safety import restore_names, stand_in_ops
-from eyefold.passes._legacy_opset_fixes import (
+from eyefold.upgrade.legacy_fixes import (
     LEGACY_MIN_OPSET,
     convert_opset_6_to_7,
     keep_resize_10_coordinates,
     refuse_lossy_adapters,
     upsample_inputs,
 )
-from eyefold.passes.onnxscript_conversion import (
-    HIDDEN_DOMAIN,
+from eyefold.upgrade.onnxscript_conversion import (
     NATIVE_MIN_OPSET,
     convert_with_onnxscript,
     onnxscript_adapts,
     onnxscript_converter,
 )
-from eyefold.passes.proto_graphs import iter_proto_graphs
+from eyefold.upgrade.proto_graphs import iter_proto_graphs
 
 __all__ = [
     "INLINE_TENSOR_LIMIT_BYTES",

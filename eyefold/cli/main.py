@@ -25,12 +25,12 @@ from eyefold.options import (
     LOWERED_RUNTIMES,
     PipelineOptions,
 )
-from eyefold.runtimes import SUPPORTED_RUNTIMES
+from eyefold.runtime.installed import SUPPORTED_RUNTIMES
 
 if TYPE_CHECKING:
-    from eyefold.input_shapes import InputShape
+    from eyefold.core.input_shapes import InputShape
     from eyefold.report import Report
-    from eyefold.summary import RunLog
+    from eyefold.run_record import RunRecord
 
 __all__ = ["main", "parse_size"]
 
@@ -252,7 +252,7 @@ def _pipeline_options(
 
 
 def _input_shape(text: str) -> InputShape:
-    from eyefold.input_shapes import InputShapeError, parse_input_shape
+    from eyefold.core.input_shapes import InputShapeError, parse_input_shape
 
     try:
         return parse_input_shape(text)
@@ -260,19 +260,19 @@ def _input_shape(text: str) -> InputShape:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def _run(args: argparse.Namespace, options: PipelineOptions, log: RunLog) -> Report:
+def _run(args: argparse.Namespace, options: PipelineOptions, record: RunRecord) -> Report:
     from eyefold.file_run import inspect_file, optimize_file
     from eyefold.model_files import check_output_path
 
     if args.command == "inspect":
-        return inspect_file(args.input, options, log)
+        return inspect_file(args.input, options, record)
     if args.report:
         check_output_path(args.report)
     return optimize_file(
         args.input,
         args.output,
         options,
-        log,
+        record,
         check=args.check,
         external_data=args.external_data,
     )
@@ -293,12 +293,13 @@ def _single(
     args: argparse.Namespace, options: PipelineOptions, argv: Sequence[str] | None
 ) -> int:
     """One model: ``optimize INPUT OUTPUT`` or ``inspect INPUT``; returns the exit status."""
-    from eyefold.input_shapes import InputShapeError
-    from eyefold.summary import RunLog, render_inspect, render_optimize, use_color
+    from eyefold.cli.summary import render_inspect, render_optimize, use_color
+    from eyefold.core.input_shapes import InputShapeError
+    from eyefold.run_record import RunRecord
 
-    log = RunLog()
+    record = RunRecord()
     try:
-        report = _run(args, options, log)
+        report = _run(args, options, record)
         if args.command == "optimize" and args.report:
             _write_report(report, args.report)
     except InputShapeError as error:  # the options do not fit the model: a usage error
@@ -317,7 +318,7 @@ def _single(
         )
     elif not args.quiet:
         command = shlex.join(["eyefold", *(sys.argv[1:] if argv is None else argv)])
-        print(render_optimize(report, log, color=use_color(sys.stdout), command=command))
+        print(render_optimize(report, record, color=use_color(sys.stdout), command=command))
     return 0
 
 
@@ -335,7 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
     _warn_unused_options(args)
     if batch:
-        from eyefold.batch_cli import run_batch
+        from eyefold.cli.batch import run_batch
 
         return run_batch(args, options)
     return _single(args, options, argv)

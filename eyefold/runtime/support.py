@@ -18,17 +18,17 @@ stands in. Nothing here probes unless asked to, so a pipeline without a target r
 never imports onnxruntime.
 
 This module decides between the three sources; the table type is
-:mod:`eyefold.support_table`, the measurement :mod:`eyefold.runtime_probe` and the cache
-:mod:`eyefold.runtime_cache`, and the names they export stay importable from here.
+:mod:`eyefold.runtime.table`, the measurement :mod:`eyefold.runtime.probe` and the cache
+:mod:`eyefold.runtime.cache`, and the names they export stay importable from here.
 """
 
 from __future__ import annotations
 
 from eyefold.errors import EyefoldError
-from eyefold.runtime_cache import CACHE_DIR_ENV, cache_dir, cache_path, read_cache, write_cache
-from eyefold.runtime_probe import probe_onnxruntime
-from eyefold.runtimes import SUPPORTED_RUNTIMES, installed_version
-from eyefold.support_table import (
+from eyefold.runtime.cache import CACHE_DIR_ENV, cache_dir, cache_path, read_cache, write_cache
+from eyefold.runtime.installed import SUPPORTED_RUNTIMES, installed_version
+from eyefold.runtime.probe import probe_onnxruntime
+from eyefold.runtime.table import (
     EYELIKE_VERSIONS,
     FALLBACK_NATIVE,
     FALLBACK_SUPPORTED,
@@ -37,7 +37,7 @@ from eyefold.support_table import (
     all_combinations,
     eyelike_version,
 )
-from eyefold.support_table import Source as Source  # EyeLikeSupport.source's type
+from eyefold.runtime.table import Source as Source  # EyeLikeSupport.source's type
 
 __all__ = [
     "CACHE_DIR_ENV",

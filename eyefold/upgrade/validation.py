@@ -1,7 +1,7 @@
 """Check a converted model with onnx's full checker before the model itself is touched.
 
 Both ways of upgrading (an onnx-ir model, ``eyefold.passes.upgrade_opset``; a ModelProto,
-``eyefold.proto_path.upgrade``) hand the same pieces here: the converter's weightless
+``eyefold.upgrade.on_proto``) hand the same pieces here: the converter's weightless
 main graph, each model-local function's converted body and the opset imports. The
 checked model is assembled from the converter's own protos, so no weight is serialized.
 """
@@ -15,24 +15,18 @@ from collections.abc import MutableMapping
 import onnx
 
 from eyefold.core.domains import DEFAULT_DOMAINS
-from eyefold.onnx_safety import restore_names, stand_in_ops
-from eyefold.passes.version_conversion import GraphConversion, iter_proto_graphs
+from eyefold.core.onnx_safety import restore_names, stand_in_ops
+from eyefold.upgrade.conversion import GraphConversion, iter_proto_graphs
 
 __all__ = [
     "FunctionBody",
     "checkable_model",
     "checker_problem",
-    "min_ir_version",
     "restore_references",
     "set_default_opset",
 ]
 
 _OP_IN_MESSAGE = re.compile(r"(?:OpType: |op_type:|for operator )(\w+)")
-
-
-def min_ir_version(opset: int) -> int:
-    """The lowest ir_version that may import the default domain at ``opset``."""
-    return onnx.helper.find_min_ir_version_for([onnx.helper.make_opsetid("", opset)])
 
 
 def set_default_opset(opset_imports: MutableMapping[str, int], version: int) -> None:

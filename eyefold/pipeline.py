@@ -1,10 +1,11 @@
 """The one definition of eyefold's pipeline: the steps for given options, and how they run.
 
 ``eyefold.optimize``, the command line and :func:`default_pipeline` all run the list
-:func:`pipeline_steps` returns, through :func:`run_steps`, which times each step and builds
-the report from the passes' results. A PassManager drops the results of the passes it
-runs, so :class:`EyefoldPipeline` also leaves its report on the model
-(:func:`report_of`), where a user's own PassManager cannot lose it.
+:func:`pipeline_steps` returns, through :func:`run_steps`, which times each step into the
+run's :class:`~eyefold.run_record.RunRecord`; the report is built from that record once,
+when the run ends. A PassManager drops the results of the passes it runs, so
+:class:`EyefoldPipeline` also leaves its report on the model (:func:`report_of`), where a
+user's own PassManager cannot lose it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 import onnx_ir as ir
 
 from eyefold.core.domains import default_opset
+from eyefold.core.metadata_keys import REPORT_META_KEY
 from eyefold.core.rule_spec import PHASES
 from eyefold.options import LOWERED_RUNTIMES, PipelineOptions
 from eyefold.passes.apply_rules import ApplyEyeLikeRulesPass
@@ -27,7 +29,8 @@ from eyefold.passes.legalize_eye_like import LegalizeEyeLikePass
 from eyefold.passes.lower_eye_like import LowerEyeLikePass
 from eyefold.passes.pin_input_shapes import PinInputShapesPass
 from eyefold.passes.upgrade_opset import UpgradeOpsetPass
-from eyefold.report import Report, StepRecord, build_report
+from eyefold.report import Report, build_report
+from eyefold.run_record import RunRecord, Stage, StepEntry
 
 __all__ = [
     "REPORT_META_KEY",
@@ -40,9 +43,6 @@ __all__ = [
     "run_pipeline",
     "run_steps",
 ]
-
-# Key of the report in ``model.meta`` (kept in memory, never serialized).
-REPORT_META_KEY = "pkg.eyefold.report"
 
 # Without a target runtime, the EyeLike nodes left are judged against this one's table
 # (cached measurement or built-in fallback; no session is created) and the report says
@@ -114,34 +114,59 @@ def pipeline_steps(options: PipelineOptions | None = None) -> list[Step]:
 
 @dataclasses.dataclass
 class PipelineResult(ir.passes.PassResult):
-    """The result of a whole run: each step's own result, and the report built from them.
+    """The result of running steps: each step's own result, and the run's report.
 
     Attributes:
-        steps: one record per step, in order (name, seconds, the pass's result).
-        report: what the run did, per EyeLike node.
+        steps: one entry per step, in order (name, seconds, the pass's result).
+        report: what the run did, per EyeLike node; None when the steps were part of a
+            larger run, whose owner builds the report from its record.
     """
 
-    steps: list[StepRecord] = dataclasses.field(default_factory=list)
-    report: Report = dataclasses.field(default_factory=Report)
+    steps: list[StepEntry] = dataclasses.field(default_factory=list)
+    report: Report | None = None
 
 
-def run_steps(model: ir.Model, steps: Sequence[Step]) -> PipelineResult:
-    """Runs ``steps`` on ``model`` in place; errors propagate unwrapped (EyefoldError)."""
-    opset_before = default_opset(model.opset_imports)
-    records = []
+def run_steps(
+    model: ir.Model, steps: Sequence[Step], record: RunRecord | None = None
+) -> PipelineResult:
+    """Runs ``steps`` on ``model`` in place, each timed into the run's record.
+
+    Args:
+        model: the model, changed in place.
+        steps: what to run, in order.
+        record: the record of a larger run these steps are part of (the file path's):
+            its owner builds the report when that run ends. None: the steps are the
+            whole run, and the result carries its report.
+
+    The record keeps the opset the run started from (the first step's input, unless a
+    step done before, such as an upgrade on the proto, set it already).
+
+    Raises:
+        EyefoldError: unwrapped, as the pass raised it.
+    """
+    alone = record is None
+    record = RunRecord() if record is None else record
+    if record.opset_before is None:
+        record.opset_before = default_opset(model.opset_imports)
+    first = len(record.steps)
     for step in steps:
         start = time.perf_counter()
         result = step.pass_(model)
-        records.append(StepRecord(step.name, time.perf_counter() - start, result))
+        seconds = time.perf_counter() - start
+        record.add(StepEntry(step.name, seconds, Stage.PIPELINE, result.modified, result))
         model = result.model
-    report = build_report(opset_before, default_opset(model.opset_imports), records)
-    modified = any(record.result.modified for record in records)
-    return PipelineResult(model, modified=modified, steps=records, report=report)
+    record.opset_after = default_opset(model.opset_imports)
+    entries = record.steps[first:]
+    modified = any(entry.modified for entry in entries)
+    report = build_report(record) if alone else None
+    return PipelineResult(model, modified, steps=entries, report=report)
 
 
 def run_pipeline(model: ir.Model, options: PipelineOptions | None = None) -> Report:
     """Runs every step for ``options`` on ``model`` in place and returns the report."""
-    return run_steps(model, pipeline_steps(options)).report
+    report = run_steps(model, pipeline_steps(options)).report
+    assert report is not None  # a run of its own
+    return report
 
 
 class EyefoldPipeline(ir.passes.PassManager):

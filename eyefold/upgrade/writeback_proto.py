@@ -1,6 +1,6 @@
 """Write a converted weightless body back onto the ModelProto body it was made from.
 
-The rules are those of the onnx-ir write-back (``eyefold.passes.proto_writeback``), on
+The rules are those of the onnx-ir write-back (``eyefold.upgrade.writeback_ir``), on
 NodeProtos: a converted node stands for the original with the same op and outputs
 (:func:`match_nodes`); the original is kept as it is where the converter left it
 unchanged, else a copy is patched (inputs, changed attributes, subgraphs merged node by
@@ -18,7 +18,8 @@ from collections.abc import Collection, Mapping, MutableSequence, Sequence
 
 import onnx
 
-from eyefold.passes.proto_writeback import changed_attributes, is_subgraph_change, match_nodes
+from eyefold.errors import WriteBackError
+from eyefold.upgrade.writeback_ir import changed_attributes, is_subgraph_change, match_nodes
 
 __all__ = ["MergeError", "MergedBody", "merge_body", "write_body"]
 
@@ -27,7 +28,7 @@ _OPTIONAL_FIELDS = ("name", "doc_string", "domain", "overload")
 _GRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 
 
-class MergeError(Exception):
+class MergeError(WriteBackError):
     """The converted body cannot be written back as the onnx-ir write-back would."""
 
 

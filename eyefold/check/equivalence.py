@@ -2,11 +2,11 @@
 
 Inputs are random, from a fixed seed, in every graph input's element type. A symbolic or
 unknown dim gets its ``--input-shape`` value when pinned, else :data:`DEFAULT_DIM` (the same
-value for every use of one symbolic name): see :mod:`eyefold.check_inputs`.
+value for every use of one symbolic name): see :mod:`eyefold.check.inputs`.
 
 Both models run under onnxruntime when it is installed and can load both; else both run
 under ``onnx.reference.ReferenceEvaluator``, and the result says why (see
-:mod:`eyefold.check_backends`). An optimized model that onnxruntime loads but fails to run
+:mod:`eyefold.check.backends`). An optimized model that onnxruntime loads but fails to run
 where the original ran fails the check. Under the reference evaluator
 every output must be bit-identical. Under onnxruntime integer, bool and string outputs must
 be identical too, and floating outputs must agree within :data:`FLOAT_TOLERANCES`: for
@@ -27,8 +27,8 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from eyefold.check_backends import REFERENCE, prepare_source, run_both
-from eyefold.check_inputs import DEFAULT_DIM, INPUT_LIMIT_BYTES, random_inputs
+from eyefold.check.backends import REFERENCE, prepare_source, run_both
+from eyefold.check.inputs import DEFAULT_DIM, INPUT_LIMIT_BYTES, random_inputs
 from eyefold.errors import CheckFailedError
 
 __all__ = [

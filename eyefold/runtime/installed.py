@@ -2,7 +2,7 @@
 
 The command line lists the runtimes in ``--help``, and a run that only judges EyeLike
 nodes against a cached measurement needs the installed version, not the runtime:
-``eyefold.runtime_support`` (numpy, onnx) and onnxruntime itself (about 0.2 s) are
+``eyefold.runtime.support`` (numpy, onnx) and onnxruntime itself (about 0.2 s) are
 imported only by the runs that measure.
 """
 

@@ -22,12 +22,12 @@ import onnx_ir as ir
 
 from eyefold import kernel
 from eyefold.errors import EyefoldError
-from eyefold.support_table import Combination, EyeLikeSupport, all_combinations
+from eyefold.runtime.table import Combination, EyeLikeSupport, all_combinations
 
 __all__ = ["probe_onnxruntime"]
 
-# The messages keep the logger name of eyefold.runtime_support, which users configure.
-logger = logging.getLogger("eyefold.runtime_support")
+# The messages keep the logger name of eyefold.runtime.support, which users configure.
+logger = logging.getLogger("eyefold.runtime.support")
 
 # The opset each EyeLike version (support_table.EYELIKE_VERSIONS) is probed at.
 _PROBE_OPSETS = {9: 21, 22: 22}

@@ -1,0 +1,106 @@
+"""What the pipeline's passes tell the report: the small protocol between the two.
+
+Each pass result that has something to report implements :class:`ReportsInto`: it adds
+what it found to one :class:`RunFacts`, and :func:`eyefold.report.build_report` reads
+only that. The report therefore depends on no pass module, and a new pass reports by
+filling these fields rather than by a new branch in the report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import onnx_ir as ir
+
+    from eyefold.core.analysis import EyeLikeFacts
+
+__all__ = [
+    "FED_A_FOLD_REASON",
+    "LoweringNote",
+    "ReportsInto",
+    "RunFacts",
+    "RuntimeNote",
+    "RuntimeSupportFacts",
+    "RuntimeVerdicts",
+]
+
+# Why an input EyeLike is gone when it only fed folded ones.
+FED_A_FOLD_REASON = "removed with the chain that fed a folded EyeLike"
+
+
+class LoweringNote(Protocol):
+    """What the lowering pass did with one EyeLike."""
+
+    node: ir.Node
+    name: str
+    scope: str
+    lowered: bool
+    note: str
+
+
+class RuntimeNote(Protocol):
+    """What the runtime check found (and legalization did) for one EyeLike."""
+
+    node: ir.Node
+    runs: bool | None
+    legalized: bool
+    note: str
+
+
+class RuntimeSupportFacts(Protocol):
+    """The support table a runtime verdict was taken from."""
+
+    runtime: str
+    version: str | None
+    source: str
+
+    def describe(self) -> str:
+        """The runtime and version in words."""
+        ...
+
+
+class RuntimeVerdicts(Protocol):
+    """The runtime check's (or legalization's) verdict on each EyeLike left."""
+
+    rewrite: bool
+    support: RuntimeSupportFacts | None
+    outcomes: Sequence[RuntimeNote]
+
+
+@dataclasses.dataclass
+class RunFacts:
+    """Everything the passes of one run found, in the report's terms.
+
+    Attributes:
+        found: every EyeLike of the input, in census order (its index is its number).
+        folded: the facts of each node folded.
+        left: the facts of each EyeLike left after folding and inference.
+        hits: how often each rule fired.
+        declined: how often the cost model refused each rule's rewrite.
+        removed_by: census number of a removed input EyeLike -> why.
+        warnings: best-effort steps that degraded, in words.
+        lowering: the lowering pass's notes, if it ran.
+        runtime: the runtime check's verdicts, if it ran.
+    """
+
+    found: list[EyeLikeFacts] = dataclasses.field(default_factory=list)
+    folded: list[EyeLikeFacts] = dataclasses.field(default_factory=list)
+    left: list[EyeLikeFacts] = dataclasses.field(default_factory=list)
+    hits: dict[str, int] = dataclasses.field(default_factory=dict)
+    declined: dict[str, int] = dataclasses.field(default_factory=dict)
+    removed_by: dict[int, str] = dataclasses.field(default_factory=dict)
+    warnings: list[str] = dataclasses.field(default_factory=list)
+    lowering: Sequence[LoweringNote] | None = None
+    runtime: RuntimeVerdicts | None = None
+
+
+@runtime_checkable
+class ReportsInto(Protocol):
+    """A pass result that has something for the report."""
+
+    def report_into(self, facts: RunFacts) -> None:
+        """Adds what the pass found to ``facts``."""
+        ...

@@ -1,0 +1,1 @@
+"""How the rules pass decides: where rules may match, and which rewrites it keeps."""

@@ -1,0 +1,14 @@
+"""The opset upgrade: converting bodies, checking the result, writing it back.
+
+- :mod:`.conversion`: the conversion core, run on a weightless copy of one graph body;
+- :mod:`.onnxscript_conversion` and :mod:`.legacy_fixes`: onnxscript's converter (opset 18
+  and up) and the fixes around onnx's for older opsets;
+- :mod:`.validation`: onnx's full checker on the converted model, before it is used;
+- :mod:`.writeback_ir` and :mod:`.writeback_proto`: the converted body written back onto
+  the onnx-ir graph it came from, or onto the ModelProto body;
+- :mod:`.on_proto`: the whole upgrade of a ModelProto, in place (the file path);
+- :mod:`.proto_graphs`: walking a GraphProto and its bodies as the converters see them.
+
+The pass that runs the upgrade on an onnx-ir model is
+:class:`eyefold.passes.UpgradeOpsetPass`.
+"""
