@@ -24,10 +24,12 @@ from onnxscript.rewriter import MatchResult, RewriteRuleClassBase
 
 from eyefold.core.domains import DEFAULT_DOMAINS
 from eyefold.core.eyelike_types import EYELIKE_TYPES_OPSET_22
+from eyefold.core.rule_spec import Reach
 from eyefold.rules._common import eyelike_k, legalized_for, same_dim, scope_opset
 from eyefold.rules._diagonal_build import DiagonalPlan, build_diagonal
 
 __all__ = [
+    "DIAGONAL_REACH",
     "FLOAT_TYPES",
     "INTEGER_TYPES",
     "MIN_OPSET",
@@ -45,6 +47,10 @@ FLOAT_TYPES = frozenset(t for t in EYELIKE_TYPES_OPSET_22 if t.is_floating_point
 # Ops that keep every dim of their (first) input where it is; a dim read from their output
 # is the same dim of their input.
 _SAME_SHAPE_OPS = frozenset({"Cast", "CastLike", "Identity"})
+
+# Root: the ReduceSum after Mul(data, mask), the mask read through a Cast, CastLike or
+# Identity; the data side's shape chain is read too, beyond the EyeLike's neighbourhood.
+DIAGONAL_REACH = Reach(depth=3, becomes_eyelike=_SAME_SHAPE_OPS, reads_past=frozenset({"Mul"}))
 
 Item = int | tuple[ir.Value, int]
 

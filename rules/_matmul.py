@@ -12,17 +12,21 @@ from typing import ClassVar
 import onnx_ir as ir
 from onnxscript.rewriter import MatchResult, RewriteRule, RewriteRuleClassBase
 
-from eyefold.core.rule_spec import Phase
+from eyefold.core.rule_spec import Phase, Reach
 from eyefold.rules._common import constant_tensor, identity_operand, same_dim
 
 __all__ = [
     "FLOAT_TYPES",
     "INTEGER_TYPES",
+    "MATMUL_REACH",
     "PHASE",
     "MatMulIdentityBase",
     "identity_rule",
     "identity_side",
 ]
+
+# Root: the MatMul that reads the identity, which the rewrite removes.
+MATMUL_REACH = Reach(depth=1, removes=frozenset({"MatMul"}))
 
 # The integer types MatMul accepts (bool is not a MatMul type): exact.
 INTEGER_TYPES = frozenset(

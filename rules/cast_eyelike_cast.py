@@ -25,7 +25,7 @@ from __future__ import annotations
 import onnx_ir as ir
 from onnxscript.rewriter import MatchResult, RewriteRuleClassBase
 
-from eyefold.core.rule_spec import RuleSpec
+from eyefold.core.rule_spec import Reach, RuleSpec
 from eyefold.rules._common import (
     adopt_shape,
     eyelike_attributes,
@@ -91,4 +91,8 @@ class CastEyeLikeCast(RewriteRuleClassBase):
 
 
 rule = CastEyeLikeCast.rule()
-spec = RuleSpec.declare(__name__, __doc__, rule, exactness="exact", phase="before-fold")
+# Root: the Cast after the EyeLike, which becomes an EyeLike.
+REACH = Reach(depth=1, becomes_eyelike=frozenset({"Cast"}))
+spec = RuleSpec.declare(
+    __name__, __doc__, rule, exactness="exact", phase="before-fold", reach=REACH
+)

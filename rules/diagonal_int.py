@@ -39,7 +39,7 @@ from typing import ClassVar
 import onnx_ir as ir
 
 from eyefold.core.rule_spec import RuleSpec
-from eyefold.rules._diagonal import INTEGER_TYPES, MaskedSumDiagonalBase
+from eyefold.rules._diagonal import DIAGONAL_REACH, INTEGER_TYPES, MaskedSumDiagonalBase
 
 __all__ = ["MaskedSumDiagonalInt", "rule", "spec"]
 
@@ -51,4 +51,6 @@ class MaskedSumDiagonalInt(MaskedSumDiagonalBase):
 
 
 rule = MaskedSumDiagonalInt.rule()
-spec = RuleSpec.declare(__name__, __doc__, rule, exactness="exact", phase="before-fold")
+spec = RuleSpec.declare(
+    __name__, __doc__, rule, exactness="exact", phase="before-fold", reach=DIAGONAL_REACH
+)

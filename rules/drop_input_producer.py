@@ -30,7 +30,7 @@ import onnx_ir as ir
 from onnxscript.rewriter import MatchResult, RewriteRuleClassBase
 
 from eyefold.core.eyelike_types import EYELIKE_MIN_OPSET
-from eyefold.core.rule_spec import RuleSpec
+from eyefold.core.rule_spec import Reach, RuleSpec
 from eyefold.rules._common import (
     DEFAULT_DOMAINS,
     adopt_shape,
@@ -186,4 +186,8 @@ class DropInputProducer(RewriteRuleClassBase):
 
 
 rule = DropInputProducer.rule()
-spec = RuleSpec.declare(__name__, __doc__, rule, exactness="exact", phase="before-fold")
+# Root: the EyeLike itself; its producer may be another EyeLike, whose output it reads.
+REACH = Reach(depth=0, becomes_eyelike=frozenset({"EyeLike"}))
+spec = RuleSpec.declare(
+    __name__, __doc__, rule, exactness="exact", phase="before-fold", reach=REACH
+)

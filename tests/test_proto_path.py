@@ -58,7 +58,7 @@ def _proto(model: onnx.ModelProto, options: PipelineOptions):
     result = optimize_proto(model, options, with_stats=True)
     after = model_stats(ir.serde.deserialize_model(result.model), None)
     assert (result.before, result.after) == (before, after)
-    return result.model, result.report
+    return result.model, build_report(result.record)
 
 
 def _outcome(run, model: onnx.ModelProto, options: PipelineOptions):

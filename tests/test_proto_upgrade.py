@@ -17,7 +17,7 @@ import onnx_ir as ir
 import pytest
 from onnx import helper, numpy_helper
 
-from eyefold.errors import EyefoldError
+from eyefold.errors import EyefoldError, WholeModelNeeded
 from eyefold.options import PipelineOptions
 from eyefold.passes.upgrade_opset import UpgradeOpsetPass
 from eyefold.pipeline import pipeline_steps, run_steps
@@ -38,7 +38,7 @@ def _ir_upgrade(model: onnx.ModelProto, target: int = 22) -> onnx.ModelProto:
 def _assert_upgrades_as_onnx_ir(model: onnx.ModelProto) -> onnx.ModelProto:
     expected = _ir_upgrade(model)
     upgraded = copy.deepcopy(model)
-    assert upgrade_proto(upgraded, 22) is None
+    assert upgrade_proto(upgraded, 22) is True
     assert canonical(upgraded) == canonical(expected)
     onnx.checker.check_model(upgraded, full_check=True)
     return upgraded
@@ -82,7 +82,8 @@ def test_failure_leaves_the_proto_unchanged_and_gives_the_onnx_ir_error(
 ) -> None:
     model = _FAILURES[case](upgrade_models)
     before = model.SerializeToString()
-    assert upgrade_proto(model, 22) is not None
+    with pytest.raises(WholeModelNeeded):
+        upgrade_proto(model, 22)
     assert model.SerializeToString() == before
     assert _error(optimize_proto, model) == _error(
         lambda m, o: run_steps(ir.serde.deserialize_model(m), pipeline_steps(o)), model
@@ -152,7 +153,7 @@ def test_large_tensors_are_neither_copied_nor_handed_to_the_converter(
     data = tensor.raw_data
     _assert_upgrades_as_onnx_ir(model)
     upgraded = model
-    assert upgrade_proto(upgraded, 22) is None
+    assert upgrade_proto(upgraded, 22) is True
     assert upgraded.graph.initializer[0] is tensor and tensor.raw_data == data
     weightless = handed[-1]
     assert not weightless.initializer
@@ -162,7 +163,7 @@ def test_large_tensors_are_neither_copied_nor_handed_to_the_converter(
     _assert_upgrades_as_onnx_ir(model)
     constants = {n.output[0]: n for n in model.graph.node if n.op_type == "Constant"}
     bias = {n.output[0]: n for n in model.functions[0].node if n.op_type == "Constant"}
-    assert upgrade_proto(model, 22) is None
+    assert upgrade_proto(model, 22) is True
     assert next(n for n in model.graph.node if n.output[0] == "w") is constants["w"]
     assert next(n for n in model.functions[0].node if n.output[0] == "b") is bias["b"]
     assert all(n.op_type != "Constant" or n.output[0] != "w" for n in handed[-2].node)

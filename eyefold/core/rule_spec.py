@@ -14,12 +14,36 @@ if TYPE_CHECKING:
     import onnx_ir as ir
     from onnxscript.rewriter import RewriteRule
 
-__all__ = ["EXACTNESS", "PHASES", "Exactness", "Phase", "RuleSpec"]
+__all__ = ["EXACTNESS", "PHASES", "Exactness", "Phase", "Reach", "RuleSpec"]
 
 Exactness = Literal["exact", "relaxed"]
 Phase = Literal["before-fold", "after-fold"]
 EXACTNESS: tuple[Exactness, ...] = ("exact", "relaxed")
 PHASES: tuple[Phase, ...] = ("before-fold", "after-fold")
+
+
+@dataclasses.dataclass(frozen=True)
+class Reach:
+    """How far a rule's pattern looks from the EyeLike (or identity constant) it contains.
+
+    The rules pass tries rules only at the nodes this allows, and the file path extracts
+    only the nodes it names: both derive from the rules' reaches
+    (:mod:`eyefold.rewriting.reach`), so a new rule declares its own.
+
+    Attributes:
+        depth: how many consumers down from the EyeLike the pattern's root (the node
+            whose output it replaces) can sit.
+        becomes_eyelike: consumer ops the rewrite can turn into an EyeLike (or read
+            through to one), whose own consumers other rules then look at.
+        removes: consumer ops the rewrite can remove besides those.
+        reads_past: consumer ops whose presence means the pattern reads values beyond
+            the EyeLike's neighbourhood (the file path then takes the whole model).
+    """
+
+    depth: int = 0
+    becomes_eyelike: frozenset[str] = frozenset()
+    removes: frozenset[str] = frozenset()
+    reads_past: frozenset[str] = frozenset()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +61,7 @@ class RuleSpec:
         constant_dtypes: element types of the constant identity matrices (folded
             EyeLike nodes) the pattern also matches next to; empty when it needs an
             EyeLike node.
+        reach: how far the pattern looks from its EyeLike.
     """
 
     name: str
@@ -45,6 +70,7 @@ class RuleSpec:
     phase: Phase
     identity: str
     constant_dtypes: frozenset[ir.DataType] = frozenset()
+    reach: Reach = Reach()
 
     @classmethod
     def declare(
@@ -55,6 +81,7 @@ class RuleSpec:
         *,
         exactness: Exactness,
         phase: Phase,
+        reach: Reach,
         constant_dtypes: frozenset[ir.DataType] = frozenset(),
     ) -> RuleSpec:
         """The spec of the rule defined in ``module_name`` (called as shown above).
@@ -71,4 +98,4 @@ class RuleSpec:
                 f"{module_name}: unknown exactness {exactness!r} or phase {phase!r}"
             )
         name = module_name.rpartition(".")[2]
-        return cls(name, rule, exactness, phase, identity, constant_dtypes)
+        return cls(name, rule, exactness, phase, identity, constant_dtypes, reach)

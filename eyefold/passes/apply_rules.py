@@ -3,7 +3,8 @@
 onnxscript's ``RewriteRuleSet.apply_to_model`` tries every rule on every node, which costs
 seconds on graphs of a few thousand nodes. Every eyefold pattern contains an EyeLike node
 or a constant identity matrix, and its root (the node whose output it replaces) is that
-EyeLike or one of its consumers at most ``ROOT_DEPTH`` nodes down. So this pass collects
+EyeLike or one of its consumers at most as many nodes down as the rule's declared reach
+(``RuleSpec.reach.depth``) allows. So this pass collects
 those candidate roots in one linear walk, tries the rules only there, and after each
 rewrite only the new nodes and their consumers: beyond that walk, the cost grows with the
 number of EyeLike nodes and identity constants, not with the graph.
@@ -35,7 +36,6 @@ from eyefold.runtime.support import get_support
 
 __all__ = [
     "DEFAULT_MAX_ROUNDS",
-    "ROOT_DEPTH",
     "ApplyEyeLikeRulesPass",
     "RulesResult",
 ]
@@ -50,7 +50,6 @@ DEFAULT_MAX_ROUNDS = 8
 
 # How far below an EyeLike a pattern's root may sit. The exporters' masked-sum diagonal is
 # rooted at the ReduceSum three nodes down: EyeLike -> Cast/CastLike -> Mul -> ReduceSum.
-ROOT_DEPTH = 3
 
 
 def _body(graph_or_function: ir.Graph | ir.Function) -> ir.Graph:
@@ -79,15 +78,15 @@ def _is_identity_constant(value: ir.Value, dtypes: frozenset[ir.DataType]) -> bo
     return len(dims) == 2 and dims[0] == dims[1] and is_identity_array(tensor.numpy())
 
 
-def _downstream(node: ir.Node, seen: set[int]) -> list[ir.Node]:
-    """Consumers of ``node`` up to ``ROOT_DEPTH`` levels down, the deepest level first.
+def _downstream(node: ir.Node, seen: set[int], depth: int) -> list[ir.Node]:
+    """Consumers of ``node`` up to ``depth`` levels down, the deepest level first.
 
     A node already collected for another EyeLike (``seen``) is not walked again, so the
     walk stays linear in the graph size however many EyeLike nodes share consumers.
     """
     levels: list[list[ir.Node]] = []
     frontier = [node]
-    for _ in range(ROOT_DEPTH):
+    for _ in range(depth):
         level = []
         for current in frontier:
             for consumer in (c for v in current.outputs for c in v.consumers()):
@@ -102,11 +101,11 @@ def _downstream(node: ir.Node, seen: set[int]) -> list[ir.Node]:
 
 
 def _candidate_roots(
-    scopes: Sequence[Scope], constant_dtypes: frozenset[ir.DataType]
+    scopes: Sequence[Scope], constant_dtypes: frozenset[ir.DataType], depth: int
 ) -> dict[int, list[ir.Node]]:
     """Candidate root nodes per graph body (keyed by id), in graph order of discovery.
 
-    Roots are the consumers of EyeLike outputs (up to ``ROOT_DEPTH`` levels down) and the
+    Roots are the consumers of EyeLike outputs (up to ``depth`` levels down) and the
     EyeLike nodes, plus
     the consumers of constants of ``constant_dtypes`` equal to an identity matrix. A
     consumer may sit in a subgraph of the graph that holds the anchor, so roots are
@@ -122,7 +121,7 @@ def _candidate_roots(
             if node.op_type == "EyeLike":
                 # Deepest consumers first: a pattern rooted downstream
                 # (Cast(EyeLike(Cast(x))), a masked sum) covers more than one rooted nearer.
-                roots.extend(_downstream(node, walked))
+                roots.extend(_downstream(node, walked, depth))
                 roots.append(node)
             elif constant_dtypes and node.op_type == "Constant":
                 anchors.extend(
@@ -235,7 +234,8 @@ class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):
         judge = RewriteJudge(support, self.size_limit_bytes, self.fold)
         scopes = list(iter_scopes(model))
         constant_dtypes = frozenset().union(*(s.constant_dtypes for s in self.specs))
-        roots = _candidate_roots(scopes, constant_dtypes)
+        depth = max(spec.reach.depth for spec in self.specs)
+        roots = _candidate_roots(scopes, constant_dtypes, depth)
         try:
             for scope in scopes:
                 candidates = roots.get(id(_body(scope.graph)))

@@ -44,6 +44,7 @@ from eyefold.proto_path.infer_inputs import infer_undeclared_inputs
 from eyefold.proto_path.scan import scan_model
 from eyefold.proto_path.splice import SpliceError, splice
 from eyefold.proto_path.stats import proto_stats, stats_after, stats_before
+from eyefold.rewriting.reach import READS_PAST_OPS
 from eyefold.rule_registry import select_rules
 from eyefold.run_record import RunRecord, Stage, StepEntry
 from eyefold.upgrade.on_proto import upgrade_proto
@@ -72,9 +73,6 @@ def _identity_dtypes(options: PipelineOptions) -> frozenset[int]:
 # the proto: serialized there they would be held twice. The whole-model path writes them
 # from their arrays (eyefold.model_files.save_model streams them to the file).
 SPLICED_TENSOR_LIMIT_BYTES = 64 << 20
-
-# Readers of an EyeLike output whose patterns reach past the neighbourhood.
-_MASK_READERS = frozenset({"Mul"})
 
 
 @dataclasses.dataclass
@@ -157,7 +155,7 @@ def _neighbourhood(
     chosen = choose_nodes(index, inferred.keys())
     if index.holders.intersection(chosen):
         raise WholeModelNeeded("a node holding subgraphs is in an EyeLike's neighbourhood")
-    if any(index.op_types[p] in _MASK_READERS for p in chosen):
+    if any(index.op_types[p] in READS_PAST_OPS for p in chosen):
         # The diagonal rules match Mul(data, mask) -> ReduceSum and read the data side's
         # shape chain: more than the neighbourhood holds.
         raise WholeModelNeeded(

@@ -31,13 +31,9 @@ import onnx_ir as ir
 
 from eyefold.core.metadata_keys import STAND_IN_DOMAIN
 from eyefold.proto_path.scan import GraphIndex
+from eyefold.rewriting.reach import BECOMES_EYELIKE_OPS, REMOVABLE_OPS
 
 __all__ = ["Neighbourhood", "build_neighbourhood", "choose_nodes"]
-
-# Consumers a rule may turn into an EyeLike: their own consumers are looked at too.
-_FORWARD_OPS = frozenset({"Cast", "CastLike", "Transpose", "Identity", "EyeLike"})
-# Ops a pass may remove: an EyeLike's input producers die only if all their readers can.
-_REMOVABLE_OPS = _FORWARD_OPS | {"MatMul"}
 
 
 @dataclasses.dataclass
@@ -139,9 +135,9 @@ def _forward(
                 continue
             chosen.add(consumer)
             op_type = nodes[consumer].op_type
-            if op_type in _REMOVABLE_OPS:
+            if op_type in REMOVABLE_OPS:
                 removable.add(consumer)
-            if op_type in _FORWARD_OPS:
+            if op_type in BECOMES_EYELIKE_OPS:
                 work.extend(o for o in nodes[consumer].output if o)
 
 
@@ -184,7 +180,7 @@ def choose_nodes(index: GraphIndex, inferred: Collection[str] = ()) -> list[int]
     for name in index.identity_candidates:
         for consumer in index.consumers.get(name, ()):
             chosen.add(consumer)
-            if nodes[consumer].op_type in _REMOVABLE_OPS:
+            if nodes[consumer].op_type in REMOVABLE_OPS:
                 removable.add(consumer)
     _add_dead_code(index, chosen, removable)
     return sorted(chosen)
