@@ -187,20 +187,13 @@ def _save(
     """
     import onnx
 
-    from eyefold.model_files import save_model, save_proto
+    from eyefold.model_files import save_model
 
-    if isinstance(model, onnx.ModelProto):
-        return save_proto(
-            model,
-            output_path,
-            external_data=with_data,
-            source_path=input_path,
-            progress=record.progress,
-        )
+    data = with_data if isinstance(model, onnx.ModelProto) else asked
     return save_model(
         model,
         output_path,
-        external_data=asked,
+        external_data=data,
         source_path=input_path,
         progress=record.progress,
     )

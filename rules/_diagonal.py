@@ -20,20 +20,20 @@ from __future__ import annotations
 from typing import ClassVar
 
 import onnx_ir as ir
-from onnxscript.rewriter import MatchResult, RewriteRuleClassBase
+from onnxscript.rewriter import MatchResult, RewriteRule, RewriteRuleClassBase
 
 from eyefold.core.domains import DEFAULT_DOMAINS
 from eyefold.core.eyelike_types import EYELIKE_TYPES_OPSET_22
-from eyefold.core.rule_spec import Reach
+from eyefold.core.rule_spec import Exactness, Reach, RuleSpec
 from eyefold.rules._common import eyelike_k, legalized_for, same_dim, scope_opset
 from eyefold.rules._diagonal_build import DiagonalPlan, build_diagonal
 
 __all__ = [
-    "DIAGONAL_REACH",
     "FLOAT_TYPES",
     "INTEGER_TYPES",
     "MIN_OPSET",
     "MaskedSumDiagonalBase",
+    "diagonal_spec",
     "plan_diagonal",
     "shape_items",
 ]
@@ -50,7 +50,7 @@ _SAME_SHAPE_OPS = frozenset({"Cast", "CastLike", "Identity"})
 
 # Root: the ReduceSum after Mul(data, mask), the mask read through a Cast, CastLike or
 # Identity; the data side's shape chain is read too, beyond the EyeLike's neighbourhood.
-DIAGONAL_REACH = Reach(depth=3, becomes_eyelike=_SAME_SHAPE_OPS, reads_past=frozenset({"Mul"}))
+_REACH = Reach(depth=3, becomes_eyelike=_SAME_SHAPE_OPS, reads_past=frozenset({"Mul"}))
 
 Item = int | tuple[ir.Value, int]
 
@@ -330,3 +330,12 @@ class MaskedSumDiagonalBase(RewriteRuleClassBase):
         result = build_diagonal(op, plan)
         result.type, result.shape = total.type, total.shape
         return result
+
+
+def diagonal_spec(
+    module_name: str, module_doc: str | None, rule: RewriteRule, exactness: Exactness
+) -> RuleSpec:
+    """The spec of one masked-sum diagonal rule: phase and reach are the family's."""
+    return RuleSpec.declare(
+        module_name, module_doc, rule, exactness=exactness, phase="before-fold", reach=_REACH
+    )

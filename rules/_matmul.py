@@ -12,21 +12,21 @@ from typing import ClassVar
 import onnx_ir as ir
 from onnxscript.rewriter import MatchResult, RewriteRule, RewriteRuleClassBase
 
-from eyefold.core.rule_spec import Phase, Reach
+from eyefold.core.rule_spec import Exactness, Phase, Reach, RuleSpec
 from eyefold.rules._common import constant_tensor, identity_operand, same_dim
 
 __all__ = [
     "FLOAT_TYPES",
     "INTEGER_TYPES",
-    "MATMUL_REACH",
     "PHASE",
     "MatMulIdentityBase",
     "identity_rule",
     "identity_side",
+    "identity_spec",
 ]
 
 # Root: the MatMul that reads the identity, which the rewrite removes.
-MATMUL_REACH = Reach(depth=1, removes=frozenset({"MatMul"}))
+_REACH = Reach(depth=1, removes=frozenset({"MatMul"}))
 
 # The integer types MatMul accepts (bool is not a MatMul type): exact.
 INTEGER_TYPES = frozenset(
@@ -133,3 +133,22 @@ def identity_rule(name: str, dtypes: frozenset[ir.DataType]) -> RewriteRule:
     """
     rule_class = type(name, (MatMulIdentityBase,), {"DTYPES": dtypes, "__doc__": name})
     return rule_class.rule()
+
+
+def identity_spec(
+    module_name: str,
+    module_doc: str | None,
+    rule: RewriteRule,
+    exactness: Exactness,
+    dtypes: frozenset[ir.DataType],
+) -> RuleSpec:
+    """The spec of one MatMul-by-identity rule: phase and reach are the family's."""
+    return RuleSpec.declare(
+        module_name,
+        module_doc,
+        rule,
+        exactness=exactness,
+        phase=PHASE,
+        reach=_REACH,
+        constant_dtypes=dtypes,
+    )

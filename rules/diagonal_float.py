@@ -22,8 +22,7 @@ from typing import ClassVar
 
 import onnx_ir as ir
 
-from eyefold.core.rule_spec import RuleSpec
-from eyefold.rules._diagonal import DIAGONAL_REACH, FLOAT_TYPES, MaskedSumDiagonalBase
+from eyefold.rules._diagonal import FLOAT_TYPES, MaskedSumDiagonalBase, diagonal_spec
 
 __all__ = ["MaskedSumDiagonalFloat", "rule", "spec"]
 
@@ -35,6 +34,4 @@ class MaskedSumDiagonalFloat(MaskedSumDiagonalBase):
 
 
 rule = MaskedSumDiagonalFloat.rule()
-spec = RuleSpec.declare(
-    __name__, __doc__, rule, exactness="relaxed", phase="before-fold", reach=DIAGONAL_REACH
-)
+spec = diagonal_spec(__name__, __doc__, rule, "relaxed")

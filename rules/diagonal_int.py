@@ -38,8 +38,7 @@ from typing import ClassVar
 
 import onnx_ir as ir
 
-from eyefold.core.rule_spec import RuleSpec
-from eyefold.rules._diagonal import DIAGONAL_REACH, INTEGER_TYPES, MaskedSumDiagonalBase
+from eyefold.rules._diagonal import INTEGER_TYPES, MaskedSumDiagonalBase, diagonal_spec
 
 __all__ = ["MaskedSumDiagonalInt", "rule", "spec"]
 
@@ -51,6 +50,4 @@ class MaskedSumDiagonalInt(MaskedSumDiagonalBase):
 
 
 rule = MaskedSumDiagonalInt.rule()
-spec = RuleSpec.declare(
-    __name__, __doc__, rule, exactness="exact", phase="before-fold", reach=DIAGONAL_REACH
-)
+spec = diagonal_spec(__name__, __doc__, rule, "exact")

@@ -22,18 +22,9 @@ Conditions (those of ``matmul_int_identity``, for a floating element type):
 
 from __future__ import annotations
 
-from eyefold.core.rule_spec import RuleSpec
-from eyefold.rules._matmul import FLOAT_TYPES, MATMUL_REACH, PHASE, identity_rule
+from eyefold.rules._matmul import FLOAT_TYPES, identity_rule, identity_spec
 
 __all__ = ["rule", "spec"]
 
 rule = identity_rule("MatMulFloatIdentity", FLOAT_TYPES)
-spec = RuleSpec.declare(
-    __name__,
-    __doc__,
-    rule,
-    exactness="relaxed",
-    phase=PHASE,
-    reach=MATMUL_REACH,
-    constant_dtypes=FLOAT_TYPES,
-)
+spec = identity_spec(__name__, __doc__, rule, "relaxed", FLOAT_TYPES)

@@ -22,18 +22,9 @@ the MatMul becomes an Identity that keeps the product's name.
 
 from __future__ import annotations
 
-from eyefold.core.rule_spec import RuleSpec
-from eyefold.rules._matmul import INTEGER_TYPES, MATMUL_REACH, PHASE, identity_rule
+from eyefold.rules._matmul import INTEGER_TYPES, identity_rule, identity_spec
 
 __all__ = ["rule", "spec"]
 
 rule = identity_rule("MatMulIntIdentity", INTEGER_TYPES)
-spec = RuleSpec.declare(
-    __name__,
-    __doc__,
-    rule,
-    exactness="exact",
-    phase=PHASE,
-    reach=MATMUL_REACH,
-    constant_dtypes=INTEGER_TYPES,
-)
+spec = identity_spec(__name__, __doc__, rule, "exact", INTEGER_TYPES)

@@ -1,13 +1,16 @@
-"""Reading and writing model files: eyefold's only code that touches the file system.
+"""Reading and writing model files, atomically and safely with their external data.
+
+The runtime-support cache (:mod:`eyefold.runtime.cache`) and the batch run's folders
+(:mod:`eyefold.batch`) write files too, each of their own kind; every model file and
+report goes through here.
 
 Modules:
 
 * :mod:`~eyefold.model_files.load`: :func:`read_model_proto` (protobuf only) and
   :func:`load_model` / :func:`model_from_proto`, external data left lazy and the structure
   checked.
-* :mod:`~eyefold.model_files.save`: :func:`save_model`, atomic, with or without external
-  data, :func:`save_proto` for a proto with inline tensors, and what they wrote
-  (:class:`SavedModel`).
+* :mod:`~eyefold.model_files.save`: :func:`save_model` of an onnx-ir model or a proto,
+  atomic, with or without external data, and what it wrote (:class:`SavedModel`).
 * :mod:`~eyefold.model_files.data_file`: the external data file of a save: its name (the
   rule that never overwrites the data the existing OUTPUT reads), which old data files
   go, its contents.
@@ -34,7 +37,6 @@ from eyefold.model_files.save import (
     SavedModel,
     files_bytes,
     save_model,
-    save_proto,
 )
 from eyefold.model_files.tensors import external_data_files, tensor_bytes
 
@@ -51,7 +53,6 @@ __all__ = [
     "model_from_proto",
     "read_model_proto",
     "save_model",
-    "save_proto",
     "tensor_bytes",
     "write_text",
 ]

@@ -68,7 +68,6 @@ __all__ = [
     "files_bytes",
     "initializer_model",
     "save_model",
-    "save_proto",
 ]
 
 logger = logging.getLogger(__name__)
@@ -194,7 +193,7 @@ def _remove_old_data_file(path: str) -> None:
 
 
 def save_model(
-    model: ir.Model,
+    model: ir.Model | onnx.ModelProto,
     path: str | os.PathLike[str],
     *,
     external_data: bool = False,
@@ -203,24 +202,43 @@ def save_model(
 ) -> SavedModel:
     """Saves atomically, with external data when asked or needed (see the module doc).
 
-    The model is left as it was, except that tensors read lazily from a data file this
-    call removed now read the same values from the new one.
+    An onnx-ir model is left as it was, except that tensors read lazily from a data file
+    this call removed now read the same values from the new one. A proto (the file
+    path's save) is serialized by protobuf in one call, with none of onnx-ir's per-node
+    work; with ``external_data`` the main graph's initializers over the threshold go to
+    a data file beside OUTPUT, copied from the input's data files or written from the
+    proto, and the proto is pointed at it. Tensors elsewhere in a proto (node
+    attributes, subgraphs) stay as they are: a proto whose data lives there is saved as
+    an onnx-ir model.
 
     Args:
         model: the model to save.
         path: OUTPUT.
-        external_data: write initializers over the threshold to a data file.
+        external_data: write initializers over the threshold to a data file (an onnx-ir
+            model also gets one when it would not fit in one message).
         source_path: the file the model was loaded from; its own data files may then be
             removed when ``path`` is that same file.
         progress: called with a short message after each tensor written.
 
     Raises:
-        ModelIOError: the folder is missing, the data file belongs to another model, or
-            the write fails.
+        ModelIOError: the folder is missing, a data file is unsafe or belongs to another
+            model, or the write fails.
     """
     output = check_output_path(path)
     remove_stale_temporaries(output)
     source = None if source_path is None else os.path.abspath(os.fspath(source_path))
+    if isinstance(model, onnx.ModelProto):
+        return _save_proto(model, output, external_data, source, progress)
+    return _save_ir(model, output, external_data, source, progress)
+
+
+def _save_ir(
+    model: ir.Model,
+    output: str,
+    external_data: bool,
+    source: str | None,
+    progress: Progress | None,
+) -> SavedModel:
     plan = _plan(model, output, external_data, source)
     originals: list[tuple[ir.Value, ir.TensorProtocol]] = []
     undo_attrs: list[tuple[ir.Node, str, ir.Attr]] = []
@@ -280,30 +298,13 @@ def _saved(output: str, plan: DataFiles, superseded: list[str], tensors: int) ->
     )
 
 
-def save_proto(
+def _save_proto(
     proto: onnx.ModelProto,
-    path: str | os.PathLike[str],
-    *,
-    external_data: bool = False,
-    source_path: str | os.PathLike[str] | None = None,
-    progress: Progress | None = None,
+    output: str,
+    external_data: bool,
+    source: str | None,
+    progress: Progress | None,
 ) -> SavedModel:
-    """Saves a proto atomically, as :func:`save_model` saves an onnx-ir model.
-
-    The file path's save: protobuf serializes the proto in one call, with none of
-    onnx-ir's per-node work. With ``external_data`` (asked for, or needed: the proto reads
-    data files, or would not fit in one message) the main graph's initializers over the
-    threshold go to a data file beside OUTPUT, copied from the input's data files or
-    written from the proto, and the proto is pointed at it. Tensors elsewhere (node
-    attributes, subgraphs) stay as they are: the caller saves a proto whose data lives
-    there with :func:`save_model`.
-
-    Raises:
-        ModelIOError: the folder is missing, a data file is unsafe or the write fails.
-    """
-    output = check_output_path(path)
-    remove_stale_temporaries(output)
-    source = None if source_path is None else os.path.abspath(os.fspath(source_path))
     weights = initializer_model(proto, source) if external_data else None
     if weights is not None and source is not None:
         check_external_data(weights, source)

@@ -22,13 +22,13 @@ import logging
 import onnx
 import onnx_ir as ir
 
-from eyefold.core.onnx_safety import StandIns, defuse_eyelike_dtype
+from eyefold.core.onnx_safety import StandIns
 from eyefold.core.run_facts import RunFacts
 from eyefold.core.scopes import Scope, is_eyelike, iter_scopes, subgraphs_of
 from eyefold.core.shapes import merge_shapes
+from eyefold.core.weightless import ir_large_constant, is_large, weightless_model
 
 __all__ = [
-    "SLICE_INITIALIZER_LIMIT_BYTES",
     "InferEyeLikeInputShapesPass",
     "InferInputShapesResult",
     "infer_eyelike_input_dims",
@@ -37,10 +37,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# Initializers up to this size travel with the slice so data propagation can read them
-# (Reshape targets, Gather indices, Concat pieces are a few int64s). Larger ones (weights)
-# are declared as typed graph inputs instead: inference needs only their shape.
-SLICE_INITIALIZER_LIMIT_BYTES = 4096
+# Small initializers travel with the slice so data propagation can read them (Reshape
+# targets, Gather indices, Concat pieces are a few int64s); weights are declared as typed
+# graph inputs instead (eyefold.core.weightless): inference needs only their shape.
 
 
 def needs_inference(source: ir.Value) -> bool:
@@ -75,17 +74,6 @@ def _captured_values(node: ir.Node) -> list[ir.Value]:
     return values
 
 
-def _is_large_constant(node: ir.Node) -> bool:
-    """A Constant whose tensor is too big to travel with the slice (it becomes an input)."""
-    if node.op_type != "Constant":
-        return False
-    value = node.attributes.get("value")
-    if value is None or value.type != ir.AttributeType.TENSOR:
-        return False
-    # attr.value, not as_tensor(): the latter's runtime Protocol check costs ~80 us a call.
-    return value.value.nbytes > SLICE_INITIALIZER_LIMIT_BYTES
-
-
 def _backward_slice(root: ir.Graph, anchors: list[ir.Node]) -> list[ir.Node]:
     """Nodes of ``root`` that the anchors depend on, in the graph's order."""
     selected: set[int] = set()
@@ -95,7 +83,7 @@ def _backward_slice(root: ir.Graph, anchors: list[ir.Node]) -> list[ir.Node]:
         if id(node) in selected:
             continue
         selected.add(id(node))
-        if _is_large_constant(node):
+        if ir_large_constant(node):
             continue
         for value in _captured_values(node):
             producer = value.producer()
@@ -175,10 +163,10 @@ def _slice_model(
 ) -> tuple[onnx.ModelProto, dict[str, ir.Graph], StandIns]:
     graph = onnx.GraphProto(name="eyefold_slice")
     names: dict[str, ir.Graph] = {graph.name: piece.root}
-    large = {id(node) for node in piece.nodes if _is_large_constant(node)}
+    large = {id(node) for node in piece.nodes if ir_large_constant(node)}
     for value in _free_values(piece.nodes, large):
         tensor = value.const_value
-        if tensor is not None and tensor.nbytes <= SLICE_INITIALIZER_LIMIT_BYTES:
+        if tensor is not None and not is_large(tensor.nbytes):
             proto = ir.serde.serialize_tensor(tensor)
             proto.name = value.name or ""
             graph.initializer.append(proto)
@@ -191,12 +179,15 @@ def _slice_model(
         _name_subgraphs(node, proto_node, names)
         graph.node.append(proto_node)
     graph.output.extend(onnx.ValueInfoProto(name=v.name) for v in piece.targets if v.name)
-    proto = onnx.ModelProto(ir_version=max(model.ir_version, 4), graph=graph)
-    proto.opset_import.extend(
-        onnx.OperatorSetIdProto(domain=d, version=v) for d, v in piece.opset_imports.items()
+    proto, stand_ins = weightless_model(
+        graph,
+        ir_version=model.ir_version,
+        opset_imports=(
+            onnx.OperatorSetIdProto(domain=d, version=v)
+            for d, v in piece.opset_imports.items()
+        ),
+        functions=(ir.serde.serialize_function(f) for f in model.functions.values()),
     )
-    proto.functions.extend(ir.serde.serialize_function(f) for f in model.functions.values())
-    stand_ins = defuse_eyelike_dtype(proto)
     # onnx's messages name the slice's graphs; say them as the user's model names them.
     for proto_name, ir_graph in names.items():
         stand_ins.names[proto_name] = ir_graph.name or (

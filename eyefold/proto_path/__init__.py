@@ -39,9 +39,9 @@ from eyefold.model_files.structure_checks import check_structure
 from eyefold.model_files.tensors import check_external_data, external_data_files
 from eyefold.options import PipelineOptions
 from eyefold.pipeline import pipeline_steps, run_steps
-from eyefold.proto_path.extract import build_neighbourhood, choose_nodes
+from eyefold.proto_path.extract import Neighbourhood, build_neighbourhood, choose_nodes
 from eyefold.proto_path.infer_inputs import infer_undeclared_inputs
-from eyefold.proto_path.scan import scan_model
+from eyefold.proto_path.scan import GraphIndex, scan_model
 from eyefold.proto_path.splice import SpliceError, splice
 from eyefold.proto_path.stats import proto_stats, stats_after, stats_before
 from eyefold.rewriting.reach import READS_PAST_OPS
@@ -133,6 +133,41 @@ def _upgrade(model: onnx.ModelProto, options: PipelineOptions) -> StepEntry | No
     return StepEntry(UPGRADE_STEP, time.perf_counter() - start, Stage.PIPELINE, True)
 
 
+def _extract(
+    model: onnx.ModelProto, options: PipelineOptions, source_path: str | None
+) -> tuple[GraphIndex, list[int], Neighbourhood]:
+    """The scan, the chosen nodes and the small onnx-ir model holding them.
+
+    Raises:
+        WholeModelNeeded: the neighbourhood cannot stand for the model.
+    """
+    base_dir = "" if source_path is None else os.path.dirname(source_path)
+    index = scan_model(model, _identity_dtypes(options))
+    if index.obstacle is not None:
+        raise WholeModelNeeded(index.obstacle)
+    inferred = infer_undeclared_inputs(model, index)
+    chosen = choose_nodes(index, inferred.keys())
+    if index.holders.intersection(chosen):
+        raise WholeModelNeeded("a node holding subgraphs is in an EyeLike's neighbourhood")
+    if any(index.op_types[p] in READS_PAST_OPS for p in chosen):
+        # The diagonal rules match Mul(data, mask) -> ReduceSum and read the data side's
+        # shape chain: more than the neighbourhood holds.
+        raise WholeModelNeeded(
+            "an EyeLike is used as a mask (Mul), which the diagonal rules look around"
+        )
+    try:
+        hood = build_neighbourhood(model, index, chosen, base_dir, inferred)
+        check_structure(hood.model)  # what a load checks, where onnx-ir reads the model
+    except (EyefoldError, UnicodeDecodeError, ValueError, ir.serde.SerdeError) as error:
+        # The whole-model path meets the same problem and names it as a load does.
+        raise WholeModelNeeded(
+            f"the neighbourhood cannot be read ({type(error).__name__})"
+        ) from None
+    if source_path is not None and index.external_locations:
+        check_external_data(hood.model, source_path)  # the rest is checked when saved
+    return index, chosen, hood
+
+
 def _neighbourhood(
     model: onnx.ModelProto,
     options: PipelineOptions,
@@ -148,30 +183,8 @@ def _neighbourhood(
     """
     base_dir = "" if source_path is None else os.path.dirname(source_path)
     start = time.perf_counter()
-    index = scan_model(model, _identity_dtypes(options))
-    if index.obstacle is not None:
-        raise WholeModelNeeded(index.obstacle)
-    inferred = infer_undeclared_inputs(model, index)
-    chosen = choose_nodes(index, inferred.keys())
-    if index.holders.intersection(chosen):
-        raise WholeModelNeeded("a node holding subgraphs is in an EyeLike's neighbourhood")
-    if any(index.op_types[p] in READS_PAST_OPS for p in chosen):
-        # The diagonal rules match Mul(data, mask) -> ReduceSum and read the data side's
-        # shape chain: more than the neighbourhood holds.
-        raise WholeModelNeeded(
-            "an EyeLike is used as a mask (Mul), which the diagonal rules look around"
-        )
+    index, chosen, hood = _extract(model, options, source_path)
     before = stats_before(model, index) if with_stats else None
-    try:
-        hood = build_neighbourhood(model, index, chosen, base_dir, inferred)
-        check_structure(hood.model)  # what a load checks, where onnx-ir reads the model
-    except (EyefoldError, UnicodeDecodeError, ValueError, ir.serde.SerdeError) as error:
-        # The whole-model path meets the same problem and names it as a load does.
-        raise WholeModelNeeded(
-            f"the neighbourhood cannot be read ({type(error).__name__})"
-        ) from None
-    if source_path is not None and index.external_locations:
-        check_external_data(hood.model, source_path)  # the rest is checked when saved
     seconds = time.perf_counter() - start
     steps = RunRecord(opset_before=record.opset_before)
     run_steps(hood.model, pipeline_steps(options), steps)  # kept only once spliced

@@ -20,15 +20,15 @@ neighbourhood takes the whole slice as before, and the step reports the failure.
 
 from __future__ import annotations
 
-import functools
-import math
-
 import onnx
-import onnx_ir as ir
 
-from eyefold.core.domains import DEFAULT_DOMAINS
-from eyefold.core.onnx_safety import defuse_eyelike_dtype
-from eyefold.passes.infer_input_shapes import SLICE_INITIALIZER_LIMIT_BYTES
+from eyefold.core.weightless import (
+    is_large,
+    proto_large_constant,
+    proto_nbytes,
+    typed_input,
+    weightless_model,
+)
 from eyefold.proto_path.scan import GraphIndex
 
 __all__ = ["infer_undeclared_inputs"]
@@ -45,36 +45,6 @@ def _undeclared_targets(index: GraphIndex) -> list[str]:
     return list(targets)
 
 
-@functools.cache
-def _itemsize(data_type: int) -> int | None:
-    """Bytes per element of a whole-byte numeric type (None: strings, packed types)."""
-    try:
-        dtype = ir.DataType(data_type)
-    except ValueError:
-        return None
-    if dtype == ir.DataType.STRING or dtype.bitwidth % 8:
-        return None
-    return dtype.bitwidth // 8
-
-
-def _nbytes(tensor: onnx.TensorProto) -> int:
-    """The tensor's data size, as onnx-ir counts it (no data is read)."""
-    itemsize = _itemsize(tensor.data_type)
-    if itemsize is None:
-        return ir.serde.deserialize_tensor(tensor).nbytes
-    return math.prod(tensor.dims) * itemsize
-
-
-def _is_large_constant(node: onnx.NodeProto) -> bool:
-    """A Constant too large to travel with the slice (its output becomes an input)."""
-    if node.op_type != "Constant" or node.domain not in DEFAULT_DOMAINS:
-        return False
-    return any(
-        a.name == "value" and a.HasField("t") and _nbytes(a.t) > SLICE_INITIALIZER_LIMIT_BYTES
-        for a in node.attribute
-    )
-
-
 def _slice(index: GraphIndex, targets: list[str]) -> tuple[list[int], set[int]]:
     """Positions of the nodes the targets depend on, ascending, and the large Constants.
 
@@ -89,7 +59,8 @@ def _slice(index: GraphIndex, targets: list[str]) -> tuple[list[int], set[int]]:
         if position in selected:
             continue
         selected.add(position)
-        if index.op_types[position] == "Constant" and _is_large_constant(nodes[position]):
+        constant = index.op_types[position] == "Constant"
+        if constant and proto_large_constant(nodes[position]) is not None:
             large.add(position)
             continue
         for name in index.node_inputs[position]:
@@ -97,10 +68,6 @@ def _slice(index: GraphIndex, targets: list[str]) -> tuple[list[int], set[int]]:
             if producer is not None and producer not in selected:
                 work.append(producer)
     return sorted(selected), large
-
-
-def _typed_input(name: str, tensor: onnx.TensorProto) -> onnx.ValueInfoProto:
-    return onnx.helper.make_tensor_value_info(name, tensor.data_type, list(tensor.dims))
 
 
 def _declared(index: GraphIndex, name: str) -> onnx.ValueInfoProto:
@@ -133,17 +100,19 @@ def _slice_model(
     for name in free:
         if name in index.initializers:
             tensor = source.initializer[index.initializers[name]]
-            if _nbytes(tensor) <= SLICE_INITIALIZER_LIMIT_BYTES:
+            if not is_large(proto_nbytes(tensor)):
                 graph.initializer.append(tensor)
             else:  # onnx-ir types an initializer from its tensor
-                graph.input.append(_typed_input(name, tensor))
+                graph.input.append(typed_input(name, tensor))
         elif name in index.inputs:
             graph.input.append(source.input[index.inputs.index(name)])
     graph.output.extend(onnx.ValueInfoProto(name=name) for name in targets)
-    proto = onnx.ModelProto(ir_version=max(model.ir_version, 4), graph=graph)
-    proto.opset_import.extend(model.opset_import)
-    proto.functions.extend(model.functions)
-    defuse_eyelike_dtype(proto)
+    proto, _ = weightless_model(
+        graph,
+        ir_version=model.ir_version,
+        opset_imports=model.opset_import,
+        functions=model.functions,
+    )
     return proto
 
 

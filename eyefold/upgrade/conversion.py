@@ -5,8 +5,9 @@ graph (model-local functions are dropped) and runs onnx's shape inference first,
 segfaults on an EyeLike with a ``dtype`` whose input type is unknown. So each graph body
 (the main graph, or one function body) is handed to it as its own small ModelProto:
 
-* initializers and ``Constant`` tensors over :data:`INLINE_TENSOR_LIMIT_BYTES` become typed
-  graph inputs (shape inference needs only their type; the data is never serialized);
+* initializers and ``Constant`` tensors over ``WEIGHTLESS_TENSOR_LIMIT_BYTES`` become typed
+  graph inputs (shape inference needs only their type; the data is never serialized;
+  see :mod:`eyefold.core.weightless`);
 * every EyeLike becomes a stand-in with the same output type and shape: ``Cast(x, to=dtype)``
   when it has a ``dtype`` (``to=@dtype`` when that is a function attribute), else
   ``Identity(x)``. EyeLike-9 and EyeLike-22 differ only in allowing bfloat16, so the
@@ -24,6 +25,7 @@ serialized bytes and kept as they are (see ``proto_writeback``).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 import onnx
 import onnx_ir as ir
@@ -31,6 +33,7 @@ import onnx_ir as ir
 from eyefold.core.domains import DEFAULT_DOMAINS, default_opset
 from eyefold.core.metadata_keys import HIDDEN_DOMAIN
 from eyefold.core.onnx_safety import restore_names, stand_in_ops
+from eyefold.core.weightless import ir_large_constant, is_large, typed_value_input
 from eyefold.errors import UpgradeError
 from eyefold.upgrade.legacy_fixes import (
     LEGACY_MIN_OPSET,
@@ -48,19 +51,13 @@ from eyefold.upgrade.onnxscript_conversion import (
 from eyefold.upgrade.proto_graphs import iter_proto_graphs
 
 __all__ = [
-    "INLINE_TENSOR_LIMIT_BYTES",
     "BodyConversion",
     "GraphConversion",
     "check_source_opset",
     "convert_body",
     "convert_graph",
-    "is_large",
     "iter_proto_graphs",
 ]
-
-# Tensors up to this size travel with the graph handed to the converter, so its shape
-# inference can read Reshape targets and the like; larger ones are declared as typed inputs.
-INLINE_TENSOR_LIMIT_BYTES = 4096
 
 
 @dataclasses.dataclass
@@ -98,37 +95,6 @@ class BodyConversion:
     body: ir.Graph | ir.Function
     nodes: list[ir.Node]
     proto: GraphConversion
-
-
-def is_large(tensor: ir.TensorProtocol) -> bool:
-    """Whether ``tensor`` stays out of the proto handed to the converter."""
-    return tensor.nbytes > INLINE_TENSOR_LIMIT_BYTES
-
-
-def _is_large_constant(node: ir.Node) -> bool:
-    if node.op_type != "Constant" or node.domain not in DEFAULT_DOMAINS:
-        return False
-    value = node.attributes.get("value")
-    return (
-        value is not None
-        and value.type == ir.AttributeType.TENSOR
-        and is_large(value.as_tensor())
-    )
-
-
-def _typed_input(value: ir.Value, tensor: ir.TensorProtocol | None) -> onnx.ValueInfoProto:
-    """A graph input declaring ``value``, typed from its tensor when the value is not."""
-    proto = ir.serde.serialize_value(value)
-    if tensor is None:
-        return proto
-    tensor_type = proto.type.tensor_type
-    if not tensor_type.elem_type:
-        tensor_type.elem_type = tensor.dtype.value
-    if not tensor_type.HasField("shape"):
-        tensor_type.shape.SetInParent()
-        for dim in tensor.shape.numpy():
-            tensor_type.shape.dim.add().dim_value = int(dim)
-    return proto
 
 
 def _has_newer_version(op_type: str, source: int, target: int) -> bool:
@@ -190,7 +156,7 @@ def _body_proto(
     small, large = [], []
     for value in graph.initializers.values():
         tensor = value.const_value
-        fits = tensor is not None and not is_large(tensor)
+        fits = tensor is not None and not is_large(tensor.nbytes)
         (small if fits else large).append(value)
     view = ir.GraphView(
         inputs=list(body.inputs),
@@ -203,41 +169,60 @@ def _body_proto(
     declared = {value.name for value in body.inputs}
     for value in large:
         if value.name not in declared:
-            proto.input.append(_typed_input(value, value.const_value))
+            proto.input.append(typed_value_input(value, value.const_value))
     for node in hidden:
         tensor = node.attributes["value"].as_tensor()
-        proto.input.append(_typed_input(node.outputs[0], tensor))
+        proto.input.append(typed_value_input(node.outputs[0], tensor))
     return proto
 
 
-def convert_body(
-    body: ir.Graph | ir.Function,
-    *,
-    opset_imports: dict[str, int],
-    source: int,
-    target: int,
-    ir_version: int,
-    where: str,
-) -> BodyConversion:
+@dataclasses.dataclass(frozen=True)
+class BodyUpgrade:
+    """What one graph body is converted from and to.
+
+    Attributes:
+        opset_imports: the body's opset imports (the default domain's included).
+        source: its default-domain opset.
+        target: the opset to reach.
+        ir_version: the model's ir_version.
+        where: the body in words, for messages ("main graph", a function's label).
+    """
+
+    opset_imports: dict[str, int]
+    source: int
+    target: int
+    ir_version: int
+    where: str
+
+
+def function_upgrade(
+    opset_imports: Mapping[str, int], model: BodyUpgrade, where: str
+) -> BodyUpgrade | None:
+    """The upgrade of a model-local function, or None when it is at the target already.
+
+    A function that imports no default-domain opset has the model's (``model.source``).
+    """
+    imports = dict(opset_imports)
+    source = default_opset(imports) or model.source
+    if source >= model.target:
+        return None
+    if default_opset(imports) is None:
+        imports[""] = source
+    return BodyUpgrade(imports, source, model.target, model.ir_version, where)
+
+
+def convert_body(body: ir.Graph | ir.Function, upgrade: BodyUpgrade) -> BodyConversion:
     """Converts one onnx-ir graph body (see :func:`convert_graph`); changes nothing in it.
 
     Raises:
         UpgradeError: as :func:`convert_graph`.
     """
-    check_source_opset(source, where)
-    hidden = [node for node in body if _is_large_constant(node)]
+    check_source_opset(upgrade.source, upgrade.where)
+    hidden = [node for node in body if ir_large_constant(node)]
     hidden_ids = {id(node) for node in hidden}
     nodes = [node for node in body if id(node) not in hidden_ids]
     graph = _body_proto(body, nodes, hidden)
-    conversion = convert_graph(
-        graph,
-        opset_imports=opset_imports,
-        source=source,
-        target=target,
-        ir_version=ir_version,
-        where=where,
-        in_function=isinstance(body, ir.Function),
-    )
+    conversion = convert_graph(graph, upgrade, in_function=isinstance(body, ir.Function))
     return BodyConversion(body, nodes, conversion)
 
 
@@ -255,14 +240,7 @@ def check_source_opset(source: int, where: str) -> None:
 
 
 def convert_graph(
-    graph: onnx.GraphProto,
-    *,
-    opset_imports: dict[str, int],
-    source: int,
-    target: int,
-    ir_version: int,
-    where: str,
-    in_function: bool,
+    graph: onnx.GraphProto, upgrade: BodyUpgrade, *, in_function: bool
 ) -> GraphConversion:
     """Converts one weightless graph body from ``source`` to ``target``.
 
@@ -275,6 +253,7 @@ def convert_graph(
             would change its results, or the converter failed; the message names the body
             and the opsets.
     """
+    source, target, where = upgrade.source, upgrade.target, upgrade.where
     check_source_opset(source, where)
     opaque: dict[tuple[str, ...], onnx.NodeProto | None] = {}
     known: set[str] = set()
@@ -287,8 +266,8 @@ def convert_graph(
     for subgraph in iter_proto_graphs(graph):
         _mark_opaque(subgraph, opaque, where if in_function else None, (source, target))
         known.update(t.name for t in subgraph.initializer)
-    before = onnx.ModelProto(ir_version=ir_version, graph=graph)
-    for domain, version in opset_imports.items():
+    before = onnx.ModelProto(ir_version=upgrade.ir_version, graph=graph)
+    for domain, version in upgrade.opset_imports.items():
         before.opset_import.add(domain=domain, version=version)
     refuse_lossy_adapters(graph, source, where)
     start = convert_opset_6_to_7(before, where) if source < 7 else before

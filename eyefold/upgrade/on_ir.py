@@ -11,8 +11,13 @@ from __future__ import annotations
 import onnx
 import onnx_ir as ir
 
-from eyefold.core.domains import default_opset, function_label
-from eyefold.upgrade.conversion import BodyConversion, convert_body
+from eyefold.core.domains import function_label
+from eyefold.upgrade.conversion import (
+    BodyConversion,
+    BodyUpgrade,
+    convert_body,
+    function_upgrade,
+)
 from eyefold.upgrade.validation import FunctionBody, checkable_model
 
 __all__ = ["checkable_ir_model", "convert_bodies"]
@@ -20,33 +25,14 @@ __all__ = ["checkable_ir_model", "convert_bodies"]
 
 def convert_bodies(model: ir.Model, source: int, target: int) -> list[BodyConversion]:
     """Converts the main graph, then every function below ``target``; changes nothing."""
-    conversions = [
-        convert_body(
-            model.graph,
-            opset_imports=dict(model.opset_imports),
-            source=source,
-            target=target,
-            ir_version=model.ir_version,
-            where="main graph",
-        )
-    ]
+    main = BodyUpgrade(
+        dict(model.opset_imports), source, target, model.ir_version, "main graph"
+    )
+    conversions = [convert_body(model.graph, main)]
     for function in model.functions.values():
-        function_source = default_opset(function.opset_imports) or source
-        if function_source >= target:
-            continue
-        imports = dict(function.opset_imports)
-        if default_opset(imports) is None:
-            imports[""] = function_source
-        conversions.append(
-            convert_body(
-                function,
-                opset_imports=imports,
-                source=function_source,
-                target=target,
-                ir_version=model.ir_version,
-                where=function_label(function),
-            )
-        )
+        upgrade = function_upgrade(function.opset_imports, main, function_label(function))
+        if upgrade is not None:
+            conversions.append(convert_body(function, upgrade))
     return conversions
 
 

@@ -22,13 +22,18 @@ import logging
 from collections.abc import Iterable, MutableSequence
 
 import onnx
-import onnx_ir as ir
 
 from eyefold.core.domains import DEFAULT_DOMAINS, default_opset, function_label
 from eyefold.core.eyelike_types import EYELIKE_MIN_OPSET
 from eyefold.core.gc_pause import cyclic_gc_paused
+from eyefold.core.weightless import is_large, proto_large_constant, proto_nbytes, typed_input
 from eyefold.errors import EyefoldError, WholeModelNeeded, WriteBackError
-from eyefold.upgrade.conversion import GraphConversion, convert_graph, is_large
+from eyefold.upgrade.conversion import (
+    BodyUpgrade,
+    GraphConversion,
+    convert_graph,
+    function_upgrade,
+)
 from eyefold.upgrade.proto_graphs import iter_proto_graphs
 from eyefold.upgrade.target import min_ir_version
 from eyefold.upgrade.validation import (
@@ -52,20 +57,6 @@ class _Weightless:
     hidden: list[int]
 
 
-def _large_constant(node: onnx.NodeProto) -> onnx.TensorProto | None:
-    """The tensor of a Constant node too large to hand to the converter, else None."""
-    if node.op_type != "Constant" or node.domain not in DEFAULT_DOMAINS:
-        return None
-    for attribute in node.attribute:
-        if attribute.name == "value" and attribute.type == onnx.AttributeProto.TENSOR:
-            return attribute.t if is_large(ir.serde.deserialize_tensor(attribute.t)) else None
-    return None
-
-
-def _typed_input(name: str, tensor: onnx.TensorProto) -> onnx.ValueInfoProto:
-    return onnx.helper.make_tensor_value_info(name, tensor.data_type, list(tensor.dims))
-
-
 def _weightless(
     name: str,
     nodes: MutableSequence[onnx.NodeProto],
@@ -80,16 +71,16 @@ def _weightless(
     graph.value_info.extend(value_info)
     declared = {value.name for value in graph.input}
     for tensor in initializers:
-        if not is_large(ir.serde.deserialize_tensor(tensor)):
+        if not is_large(proto_nbytes(tensor)):
             graph.initializer.append(tensor)
         elif tensor.name not in declared:
-            graph.input.append(_typed_input(tensor.name, tensor))
+            graph.input.append(typed_input(tensor.name, tensor))
     hidden = []
     for position, node in enumerate(nodes):
-        tensor = _large_constant(node) if node.op_type == "Constant" else None
+        tensor = proto_large_constant(node) if node.op_type == "Constant" else None
         if tensor is not None:
             hidden.append(position)
-            graph.input.append(_typed_input(node.output[0], tensor))
+            graph.input.append(typed_input(node.output[0], tensor))
     if hidden:
         skip = set(hidden)
         graph.node.extend(n for i, n in enumerate(nodes) if i not in skip)
@@ -143,27 +134,17 @@ class _Converted:
 
 
 def _convert_functions(
-    model: onnx.ModelProto, source: int, target: int
+    model: onnx.ModelProto, main: BodyUpgrade
 ) -> list[tuple[onnx.FunctionProto, _Converted | None]]:
     converted: list[tuple[onnx.FunctionProto, _Converted | None]] = []
     for function in model.functions:
         imports = _imports(function.opset_import)
-        function_source = default_opset(imports) or source
-        if function_source >= target:
+        upgrade = function_upgrade(imports, main, function_label(function))
+        if upgrade is None:
             converted.append((function, None))
             continue
-        if default_opset(imports) is None:
-            imports[""] = function_source
         weightless = _function_weightless(function)
-        conversion = convert_graph(
-            weightless.graph,
-            opset_imports=imports,
-            source=function_source,
-            target=target,
-            ir_version=model.ir_version,
-            where=function_label(function),
-            in_function=True,
-        )
+        conversion = convert_graph(weightless.graph, upgrade, in_function=True)
         converted.append((function, _Converted(weightless, conversion)))
     return converted
 
@@ -243,19 +224,12 @@ def _upgrade(model: onnx.ModelProto, source: int, target: int) -> None:
             graph.value_info,
             graph.initializer,
         )
+        imports = _imports(model.opset_import)
+        upgrade = BodyUpgrade(imports, source, target, model.ir_version, "main graph")
         main = _Converted(
-            weightless,
-            convert_graph(
-                weightless.graph,
-                opset_imports=_imports(model.opset_import),
-                source=source,
-                target=target,
-                ir_version=model.ir_version,
-                where="main graph",
-                in_function=False,
-            ),
+            weightless, convert_graph(weightless.graph, upgrade, in_function=False)
         )
-        functions = _convert_functions(model, source, target)
+        functions = _convert_functions(model, upgrade)
         problem = _check(model, main, functions, target, ir_version)
         if problem is not None:
             raise WholeModelNeeded(f"the converted model fails onnx's checker{problem}")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Collection, Mapping, MutableSequence, Sequence
+from typing import TypeVar
 
 import onnx
 
@@ -24,6 +25,16 @@ from eyefold.upgrade.writeback_ir import changed_attributes, is_subgraph_change,
 __all__ = ["MergeError", "MergedBody", "merge_body", "write_body"]
 
 _Opaque = Mapping[tuple[str, ...], onnx.NodeProto | None]
+_Message = TypeVar("_Message", onnx.AttributeProto, onnx.NodeProto, onnx.GraphProto)
+
+
+def _copy(message: _Message) -> _Message:
+    """A copy of ``message`` to patch: the model's own is changed only by the write-back."""
+    copy = type(message)()
+    copy.CopyFrom(message)
+    return copy
+
+
 _OPTIONAL_FIELDS = ("name", "doc_string", "domain", "overload")
 _GRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 
@@ -85,8 +96,7 @@ def _merged_attribute(
     new: onnx.AttributeProto,
     opaque: _Opaque,
 ) -> tuple[onnx.AttributeProto, int]:
-    merged = onnx.AttributeProto()
-    merged.CopyFrom(original)
+    merged = _copy(original)
     rebuilt = 0
     if new.type == onnx.AttributeProto.GRAPH:
         graph, rebuilt = merge_graph(original.g, old.g, new.g, opaque)
@@ -106,8 +116,7 @@ def _patched(
     original: onnx.NodeProto, old: onnx.NodeProto, new: onnx.NodeProto, opaque: _Opaque
 ) -> tuple[onnx.NodeProto, int]:
     """A copy of ``original`` (converted from ``old``) made to match ``new``."""
-    node = onnx.NodeProto()
-    node.CopyFrom(original)
+    node = _copy(original)
     changed = 0
     if list(new.input) != list(old.input):
         del node.input[:]
@@ -219,14 +228,10 @@ def _in_order(
 
 
 def merge_graph(
-    original: onnx.GraphProto,
-    old: onnx.GraphProto,
-    new: onnx.GraphProto,
-    opaque: _Opaque,
+    original: onnx.GraphProto, old: onnx.GraphProto, new: onnx.GraphProto, opaque: _Opaque
 ) -> tuple[onnx.GraphProto, int]:
     """A copy of the subgraph ``original`` (converted from ``old``) matching ``new``."""
-    graph = onnx.GraphProto()
-    graph.CopyFrom(original)
+    graph = _copy(original)
     body = merge_body(list(graph.node), (), old, new, opaque)
     write_body(graph.node, graph.value_info, body)
     return graph, body.rebuilt

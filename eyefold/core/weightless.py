@@ -1,0 +1,121 @@
+"""Weightless copies of a graph, as eyefold hands them to onnx's C++ code.
+
+onnx's shape inference, version converter and checker take protos, and copying a model's
+weights into one costs time and memory for nothing: they need shapes and small constants
+(axes, shape values), not weights. So every copy eyefold makes for them (the upgrade's
+bodies, the inference slices, from onnx-ir or from a proto) keeps the tensors up to
+:data:`~eyefold.core.limits.WEIGHTLESS_TENSOR_LIMIT_BYTES` and declares the others as
+typed graph inputs, with the pieces below; :func:`weightless_model` wraps a slice the
+one way onnx's inference may be handed it (EyeLike ``dtype`` defused). This is the one
+place to change when onnx's C++ code needs a model in another form.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Iterable
+
+import onnx
+import onnx_ir as ir
+
+from eyefold.core.domains import DEFAULT_DOMAINS
+from eyefold.core.limits import WEIGHTLESS_TENSOR_LIMIT_BYTES
+from eyefold.core.onnx_safety import StandIns, defuse_eyelike_dtype
+
+__all__ = [
+    "ir_large_constant",
+    "is_large",
+    "proto_large_constant",
+    "proto_nbytes",
+    "typed_input",
+    "typed_value_input",
+    "weightless_model",
+]
+
+
+def is_large(nbytes: int) -> bool:
+    """Whether a tensor of ``nbytes`` stays out of the weightless copy."""
+    return nbytes > WEIGHTLESS_TENSOR_LIMIT_BYTES
+
+
+@functools.cache
+def _itemsize(data_type: int) -> int | None:
+    """Bytes per element of a whole-byte numeric type (None: strings, packed types)."""
+    try:
+        dtype = ir.DataType(data_type)
+    except ValueError:
+        return None
+    if dtype == ir.DataType.STRING or dtype.bitwidth % 8:
+        return None
+    return dtype.bitwidth // 8
+
+
+def proto_nbytes(tensor: onnx.TensorProto) -> int:
+    """The tensor's data size, as onnx-ir counts it (no data is read)."""
+    itemsize = _itemsize(tensor.data_type)
+    if itemsize is None:
+        return ir.serde.deserialize_tensor(tensor).nbytes
+    return math.prod(tensor.dims) * itemsize
+
+
+def proto_large_constant(node: onnx.NodeProto) -> onnx.TensorProto | None:
+    """The tensor of a default-domain Constant node too large for the copy, else None."""
+    if node.op_type != "Constant" or node.domain not in DEFAULT_DOMAINS:
+        return None
+    for attribute in node.attribute:
+        if attribute.name == "value" and attribute.type == onnx.AttributeProto.TENSOR:
+            return attribute.t if is_large(proto_nbytes(attribute.t)) else None
+    return None
+
+
+def ir_large_constant(node: ir.Node) -> bool:
+    """Whether ``node`` is a default-domain Constant whose tensor is too large for the copy."""
+    if node.op_type != "Constant" or node.domain not in DEFAULT_DOMAINS:
+        return False
+    value = node.attributes.get("value")
+    if value is None or value.type != ir.AttributeType.TENSOR:
+        return False
+    # attr.value, not as_tensor(): the latter's runtime Protocol check costs ~80 us a call.
+    return is_large(value.value.nbytes)
+
+
+def typed_input(name: str, tensor: onnx.TensorProto) -> onnx.ValueInfoProto:
+    """A graph input standing for ``tensor``: its name, element type and dims."""
+    return onnx.helper.make_tensor_value_info(name, tensor.data_type, list(tensor.dims))
+
+
+def typed_value_input(
+    value: ir.Value, tensor: ir.TensorProtocol | None
+) -> onnx.ValueInfoProto:
+    """A graph input declaring ``value``, typed from its tensor where the value is not."""
+    proto = ir.serde.serialize_value(value)
+    if tensor is None:
+        return proto
+    tensor_type = proto.type.tensor_type
+    if not tensor_type.elem_type:
+        tensor_type.elem_type = tensor.dtype.value
+    if not tensor_type.HasField("shape"):
+        tensor_type.shape.SetInParent()
+        for dim in tensor.shape.numpy():
+            tensor_type.shape.dim.add().dim_value = int(dim)
+    return proto
+
+
+def weightless_model(
+    graph: onnx.GraphProto,
+    *,
+    ir_version: int,
+    opset_imports: Iterable[onnx.OperatorSetIdProto],
+    functions: Iterable[onnx.FunctionProto],
+) -> tuple[onnx.ModelProto, StandIns]:
+    """``graph`` as a model onnx's shape inference can be handed without crashing.
+
+    Returns:
+        The model, and the stand-ins that replaced EyeLike ``dtype`` attributes (onnx's
+        messages about them must be said in the user's terms).
+    """
+    proto = onnx.ModelProto(ir_version=max(ir_version, 4), graph=graph)
+    proto.opset_import.extend(opset_imports)
+    proto.functions.extend(functions)
+    return proto, defuse_eyelike_dtype(proto)
