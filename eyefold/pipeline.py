@@ -21,7 +21,7 @@ from eyefold.core.metadata_keys import REPORT_META_KEY
 from eyefold.core.rule_spec import PHASES
 from eyefold.options import LOWERED_RUNTIMES, PipelineOptions
 from eyefold.passes.apply_rules import ApplyEyeLikeRulesPass
-from eyefold.passes.census import CountEyeLikePass
+from eyefold.passes.census import TakeEyeLikeCensusPass
 from eyefold.passes.fold_eye_like import FoldEyeLikePass
 from eyefold.passes.infer_eye_like import InferEyeLikeOutputsPass
 from eyefold.passes.infer_input_shapes import InferEyeLikeInputShapesPass
@@ -73,7 +73,7 @@ def pipeline_steps(options: PipelineOptions | None = None) -> list[Step]:
         # Squeeze, Slice and Cast only from opset 13.
         steps.append(Step("upgrade", UpgradeOpsetPass(options.target_opset)))
     steps.append(Step("infer-input-shapes", InferEyeLikeInputShapesPass()))
-    steps.append(Step("census", CountEyeLikePass()))
+    steps.append(Step("census", TakeEyeLikeCensusPass()))
     rules = {
         phase: ApplyEyeLikeRulesPass(
             rules=options.rules,
@@ -197,7 +197,7 @@ def default_pipeline(options: PipelineOptions | None = None) -> EyefoldPipeline:
 
     >>> manager = default_pipeline(PipelineOptions(target_opset=22))
     >>> [type(p).__name__ for p in manager.passes][2:5]
-    ['CountEyeLikePass', 'ApplyEyeLikeRulesPass', 'FoldEyeLikePass']
+    ['TakeEyeLikeCensusPass', 'ApplyEyeLikeRulesPass', 'FoldEyeLikePass']
     """
     return EyefoldPipeline(options)
 

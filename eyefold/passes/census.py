@@ -1,4 +1,8 @@
-"""Count the EyeLike nodes of the input before any rewrite, so the report accounts for each."""
+"""The census: every input EyeLike numbered before any rewrite, for the report to account.
+
+One name throughout: the pipeline step ``census``, :class:`TakeEyeLikeCensusPass`, its
+:class:`CensusResult`.
+"""
 
 from __future__ import annotations
 
@@ -11,12 +15,12 @@ from eyefold.core.analysis import EyeLikeFacts, analyze_all
 from eyefold.core.metadata_keys import ORIGIN_KEY
 from eyefold.core.run_facts import RunFacts
 
-__all__ = ["CensusResult", "CountEyeLikePass"]
+__all__ = ["CensusResult", "TakeEyeLikeCensusPass"]
 
 logger = logging.getLogger(__name__)
 
 
-class CountEyeLikePass(ir.passes.InPlacePass):
+class TakeEyeLikeCensusPass(ir.passes.InPlacePass):
     """Numbers every EyeLike node (in ``node.meta``, never saved) and records its facts.
 
     Runs after the upgrade and input inference and before the first rewrite, so the facts

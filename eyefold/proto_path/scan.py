@@ -24,11 +24,11 @@ from collections.abc import Iterator
 
 import onnx
 
+from eyefold.core.domains import DEFAULT_DOMAINS
 from eyefold.core.gc_pause import cyclic_gc_paused
 
 __all__ = ["GraphIndex", "free_names", "scan_model"]
 
-_DEFAULT_DOMAINS = ("", "ai.onnx")
 _GRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 # Default-domain ops that hold subgraphs; other domains may hold them too.
 _SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
@@ -36,7 +36,7 @@ _SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 # ops with tensor attributes (whose data may be external).
 _UNCOMMON_OPS = _SUBGRAPH_OPS | {"Constant", "ConstantOfShape"}
 _EXTERNAL = onnx.TensorProto.EXTERNAL
-_DEFAULT_DOMAINS_SET = frozenset(_DEFAULT_DOMAINS)
+_DEFAULT_DOMAINS_SET = frozenset(DEFAULT_DOMAINS)
 
 
 @dataclasses.dataclass
@@ -183,7 +183,7 @@ def free_names(graph: onnx.GraphProto, dtypes: frozenset[int]) -> tuple[set[str]
     if any(_is_identity_candidate(t, dtypes) for t in graph.initializer):
         obstacle = "an identity-shaped constant sits in a subgraph"
     for node in graph.node:
-        if node.op_type == "EyeLike" and node.domain in _DEFAULT_DOMAINS:
+        if node.op_type == "EyeLike" and node.domain in DEFAULT_DOMAINS:
             obstacle = "an EyeLike sits in a subgraph"
         elif dtypes and node.op_type == "Constant" and _constant_candidate(node, dtypes):
             obstacle = "an identity-shaped constant sits in a subgraph"
@@ -200,7 +200,7 @@ def _function_obstacle(model: onnx.ModelProto) -> str | None:
     """Why a model-local function keeps the neighbourhood path from being taken, or None."""
     for function in model.functions:
         for node in function.node:
-            if node.op_type == "EyeLike" and node.domain in _DEFAULT_DOMAINS:
+            if node.op_type == "EyeLike" and node.domain in DEFAULT_DOMAINS:
                 return "an EyeLike sits in a model-local function"
             if any(True for _ in _subgraphs(node)):
                 return "a model-local function holds subgraphs"
@@ -293,8 +293,8 @@ def _index_nodes(index: GraphIndex, dtypes: frozenset[int]) -> None:
     index.eyelike = [i for i, op in enumerate(ops) if op == "EyeLike"]
     uncommon: list[int] = []
     if not _DEFAULT_DOMAINS_SET.issuperset(domains):
-        index.eyelike = [i for i in index.eyelike if domains[i] in _DEFAULT_DOMAINS]
-        uncommon = [i for i, d in enumerate(domains) if d not in _DEFAULT_DOMAINS]
+        index.eyelike = [i for i in index.eyelike if domains[i] in DEFAULT_DOMAINS]
+        uncommon = [i for i, d in enumerate(domains) if d not in DEFAULT_DOMAINS]
     if not _UNCOMMON_OPS.isdisjoint(ops):
         uncommon += [i for i, op in enumerate(ops) if op in _UNCOMMON_OPS]
     for position in sorted(set(uncommon)):
