@@ -478,6 +478,11 @@ def worse_lists(results, runtimes, option_sets):
     return worse
 
 
+def _message(result):
+    """An error without the parts that name one combination (TVM's type codes)."""
+    return re.sub(r"input \(\w+\) and attribute \(\d+\)", "input and attribute", result)[:240]
+
+
 def error_lines(results, runtimes, option_sets):
     lines = []
     for runtime in runtimes:
@@ -487,7 +492,7 @@ def error_lines(results, runtimes, option_sets):
                 for s, d in combinations():
                     result = results.get((runtime, option, shape, s, d), "ok")
                     if result != "ok":
-                        errors.setdefault(result[:240], []).append(f"{s}->{d or 'none'}")
+                        errors.setdefault(_message(result), []).append(f"{s}->{d or 'none'}")
                 if errors:
                     lines.append(f"**{runtime}, {LABELS[option]}, {shape}**")
                     for message, who in sorted(errors.items(), key=lambda item: -len(item[1])):
@@ -560,8 +565,7 @@ def print_tables(results, runtimes, versions):
         failures = {}
         for (rt, kind, a, b), result in results.items():
             if rt == runtime and result != "ok":
-                message = re.sub(r"\(\w+\) and attribute \(\d+\)", "and attribute", result)
-                failures.setdefault(f"{kind}: {message[:160]}", []).append(
+                failures.setdefault(f"{kind}: {_message(result)[:160]}", []).append(
                     f"{a}->{b or 'none'}"
                 )
         for message, who in sorted(failures.items()):
@@ -591,6 +595,7 @@ def runtime_versions(node_dir):
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             versions[package] = importlib.metadata.version(package)
     versions["tvm"] = versions.pop("apache-tvm")
+    versions["eyefold"] = f"{versions['eyefold']} ({eyefold_commit()})"
     try:
         manifest = node_dir / "node_modules" / "onnxruntime-web" / "package.json"
         versions["ortweb"] = json.loads(manifest.read_text())["version"]
@@ -601,6 +606,19 @@ def runtime_versions(node_dir):
     except (OSError, ValueError):
         versions["ortweb"] = None
     return versions
+
+
+def eyefold_commit():
+    """The commit of the source tree this script sits in, and whether eyefold differs."""
+    root = str(HERE.parent)
+    git = ["git", "-C", root]
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True, check=False).stdout.strip()  # fmt: skip
+    if not head:
+        return "not a git checkout"
+    status = [*git, "status", "--porcelain", "--", "eyefold", "rules"]
+    changed = subprocess.run(status, capture_output=True, text=True, check=False).stdout
+    return f"commit {head}" + (", with uncommitted changes" if changed.strip() else "")
 
 
 def available(runtimes, node_dir, log):
