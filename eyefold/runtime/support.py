@@ -17,9 +17,10 @@ Without onnxruntime installed, :data:`FALLBACK_SUPPORTED` (measured with onnxrun
 stands in. Nothing here probes unless asked to, so a pipeline without a target runtime
 never imports onnxruntime.
 
-OpenVINO, tract and TVM are not probed: importing them and compiling 182 models takes
-seconds to minutes, so eyefold ships their tables, measured with a stated version on a
-stated date (:mod:`eyefold.runtime.measured`), and says so in every verdict. A
+OpenVINO, tract and TVM are not probed: measuring their tables took 11, 6 and 25 s here
+(imports and one compiled model per cell), so eyefold ships their tables, measured with a
+stated version on a stated date (:mod:`eyefold.runtime.measured`), and says so in every
+verdict. A
 :class:`~eyefold.runtime.profile.RuntimeProfile` adds to each runtime's EyeLike table the
 Casts and lowered forms it runs (:func:`get_profile`).
 
