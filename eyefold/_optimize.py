@@ -92,8 +92,9 @@ def optimize(
         size_limit: largest folded output, in bytes.
         input_shapes: graph input shapes to pin first, e.g. ``{"x": [1, 3, "n"]}``, so
             the EyeLike nodes that depend on them fold.
-        target_runtime: e.g. ``"onnxruntime"``: rewrite the EyeLike nodes left whose type
-            combination that runtime cannot run (None: leave them as they are);
+        target_runtime: ``"onnxruntime"``, ``"openvino"``, ``"tract"`` or ``"tvm"``:
+            rewrite the EyeLike nodes left that this runtime cannot run into a form it
+            runs, without breaking another (None: leave them as they are);
             ``"tensorrt"``: lower every EyeLike left into primitive ops.
         rules: rewrite rules to run, by name (``eyefold rules`` lists them); None runs
             every exact rule (and the relaxed ones with ``relaxed``), an empty sequence

@@ -73,8 +73,9 @@ class PipelineOptions:
         size_limit: largest folded output, in bytes.
         input_shapes: graph input shapes to pin before anything else, e.g.
             ``{"x": [1, 3, "n"]}`` or ``["x:1,3,n"]`` (stored as ``InputShape`` tuples).
-        target_runtime: e.g. ``"onnxruntime"``: rewrite the EyeLike nodes left that this
-            runtime cannot run (None: leave them, and only say which would not run there);
+        target_runtime: ``"onnxruntime"``, ``"openvino"``, ``"tract"`` or ``"tvm"``:
+            rewrite the EyeLike nodes left that this runtime cannot run into a form it
+            runs (None: leave them, and only say which would not run on onnxruntime);
             ``"tensorrt"`` lowers every EyeLike left into primitive ops (its parser needs
             static input dims).
         lower_eyelike: lower every EyeLike left after folding into primitive ops

@@ -234,6 +234,7 @@ def _add_later_outcomes(
     for node_outcome, checked in _matched(rows, runtime.outcomes):
         node_outcome.runtime_supported = checked.runs
         node_outcome.legalized = checked.legalized
+        node_outcome.lowered = node_outcome.lowered or checked.lowered
         node_outcome.runtime_note = checked.note
     support = runtime.support
     assert support is not None
@@ -247,7 +248,32 @@ def _add_later_outcomes(
         "undecided": sum(o.runs is None for o in runtime.outcomes),
         "legalized": sum(o.legalized for o in runtime.outcomes),
     }
+    if support.source == "table":
+        report.extra["runtime"]["measured"] = support.measured
     report.warnings.extend(_runtime_warnings(runtime))
+    report.warnings.extend(_lacked_warnings(report.nodes, runtime))
+
+
+def _lacked_warnings(nodes: Sequence[NodeOutcome], runtime: RuntimeVerdicts) -> list[str]:
+    """One warning per folded EyeLike whose constant or input has a type the target lacks.
+
+    Folding leaves no EyeLike to legalize, but a bfloat16 constant is no more loadable on
+    a runtime without bfloat16 (tract) than the EyeLike was: never a silent miss.
+    """
+    if not runtime.lacks or runtime.support is None:
+        return []
+    target = runtime.support.describe()
+    warnings = []
+    for node in nodes:
+        types = (node.input_dtype, node.dtype)
+        lacked = ", ".join(dict.fromkeys(t for t in types if t in runtime.lacks))
+        if node.action == "folded" and lacked:
+            label = repr(node.name) if node.name else "(unnamed)"
+            warnings.append(
+                f"EyeLike {label} in {node.graph}: folded, but {target} has no {lacked}:"
+                f" a model with {lacked} tensors cannot run there"
+            )
+    return warnings
 
 
 def _runtime_warnings(runtime: RuntimeVerdicts) -> list[str]:
@@ -264,7 +290,10 @@ def _runtime_warnings(runtime: RuntimeVerdicts) -> list[str]:
             f" --target-runtime {name} (target_runtime={name!r})"
             " rewrites them into a form it runs"
         ]
-    left = sum(o.runs is not True and not o.legalized for o in runtime.outcomes)
+    warned = [o.warning for o in runtime.outcomes if o.warning]
+    left = sum(
+        o.runs is not True and not o.legalized and not o.warning for o in runtime.outcomes
+    )
     if not left:
-        return []
-    return [f"{left} EyeLike node(s) may still fail on {target}: see their notes"]
+        return warned
+    return [*warned, f"{left} EyeLike node(s) may still fail on {target}: see their notes"]

@@ -38,7 +38,13 @@ from eyefold.runtime.support import (
     all_combinations,
     get_support,
 )
-from eyefold.testing import check_model_safely, count_ops, onnxruntime_loads, random_inputs
+from eyefold.testing import (
+    assert_same_outputs,
+    check_model_safely,
+    count_ops,
+    onnxruntime_loads,
+    random_inputs,
+)
 
 COMBINATIONS = all_combinations(22)
 DIMS = {"rows": 3, "cols": 5}
@@ -254,15 +260,28 @@ def test_plan_uses_bfloat16_only_where_the_opset_has_it():
     assert choose_plan(bf16_only, ir.DataType.BOOL, ir.DataType.BOOL, 21) is None
 
 
+def test_node_without_a_cast_form_is_lowered_where_the_opset_has_range():
+    original = _eyelike_model(ir.DataType.BOOL, None, opset=21)
+    model = ir.serde.deserialize_model(original)
+    InferEyeLikeOutputsPass()(model)
+    result = LegalizeEyeLikePass(support=_only({(ir.DataType.BFLOAT16, None)}))(model)
+    (outcome,) = result.outcomes
+    assert (outcome.runs, outcome.legalized, outcome.lowered) == (False, True, True)
+    assert "(lowered)" in outcome.note
+    assert "EyeLike" not in {n.op_type for n in model.graph}
+    assert_same_outputs(original, ir.to_proto(model))
+
+
 def test_node_without_a_supported_form_at_its_opset_is_left_and_reported():
-    model = ir.serde.deserialize_model(_eyelike_model(ir.DataType.BOOL, None, opset=21))
+    # Opset 10: no bfloat16 for a cast form, and no Range for the lowered one.
+    model = ir.serde.deserialize_model(_eyelike_model(ir.DataType.BOOL, None, opset=10))
     InferEyeLikeOutputsPass()(model)
     result = LegalizeEyeLikePass(support=_only({(ir.DataType.BFLOAT16, None)}))(model)
     assert not result.modified
     (outcome,) = result.outcomes
     assert (outcome.runs, outcome.legalized) == (False, False)
-    assert "no supported form exists at opset 21" in outcome.note
-    record = RunRecord(opset_before=21, opset_after=21)
+    assert "no supported form exists at opset 10" in outcome.note
+    record = RunRecord(opset_before=10, opset_after=10)
     record.add(StepEntry("legalize", 0.0, Stage.PIPELINE, result.modified, result))
     report = build_report(record)
     assert "may still fail" in report.warnings[0]
@@ -273,7 +292,9 @@ def test_bfloat16_plan_is_exact_under_the_reference():
     original = _eyelike_model(ir.DataType.UINT32, ir.DataType.INT8)
     model = ir.serde.deserialize_model(original)
     InferEyeLikeOutputsPass()(model)
-    assert LegalizeEyeLikePass(support=_only({(ir.DataType.BFLOAT16, None)}))(model).modified
+    # No other runtime to keep running: tract, which runs the original, has no bfloat16.
+    legalize = LegalizeEyeLikePass(support=_only({(ir.DataType.BFLOAT16, None)}), others=())
+    assert legalize(model).modified
     legalized = ir.to_proto(model)
     assert [n.op_type for n in legalized.graph.node] == ["Cast", "EyeLike", "Cast"]
     check_model_safely(legalized)
@@ -514,7 +535,7 @@ def test_unknown_target_runtime_is_a_usage_error(tmp_path, capsys):
     path = tmp_path / "model.onnx"
     onnx.save(_eyelike_model(ir.DataType.INT8, None), path)
     with pytest.raises(SystemExit) as exit_info:
-        main(["optimize", str(path), str(tmp_path / "out.onnx"), "--target-runtime", "tvm"])
+        main(["optimize", str(path), str(tmp_path / "out.onnx"), "--target-runtime", "mnn"])
     assert exit_info.value.code == 2
     assert "invalid choice" in capsys.readouterr().err
     assert not (tmp_path / "out.onnx").exists()

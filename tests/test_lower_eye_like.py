@@ -76,6 +76,20 @@ def test_every_type_pair_is_bit_exact(source, dtype):
             _assert_bits(ran[0], want)
 
 
+@pytest.mark.parametrize("source", [ir.DataType.FLOAT, ir.DataType.INT64, ir.DataType.BOOL])
+def test_an_int64_result_is_a_where_over_the_constants_not_a_cast(source):
+    # tract types every Cast to int64 as its shape type TDim, which it cannot return.
+    before, after, lowering = _lowered(_eyelike_text(source, ir.DataType.INT64, 1))
+    assert "Where(int64 1, 0)" in lowering.outcomes[0].note
+    ops = [n.op_type for n in after.graph]
+    assert ops[-1] == "Where" and "Cast" not in ops
+    where = next(n for n in after.graph if n.op_type == "Where")
+    values = [v.producer().attributes["value"].as_tensor().numpy() for v in where.inputs[1:]]
+    assert [(c.dtype, c.item()) for c in values] == [(np.int64, 1), (np.int64, 0)]
+    feeds = {"x": np.zeros((3, 4), source.numpy())}
+    _assert_bits(run_reference(after, feeds)[0], run_reference(before, feeds)[0])
+
+
 def test_names_come_from_the_output_and_the_pass_is_idempotent_and_deterministic():
     text = _eyelike_text(ir.DataType.FLOAT, ir.DataType.INT32, 2)
     _, first, _ = _lowered(text)

@@ -234,7 +234,7 @@ def test_missing_onnxruntime_still_legalizes_with_the_fallback(cache, monkeypatc
     ort.InferenceSession(result.model.SerializeToString(), providers=["CPUExecutionProvider"])
 
 
-@pytest.mark.parametrize("name", ["openvino", "", "ONNXRUNTIME"])  # tensorrt: lowered
+@pytest.mark.parametrize("name", ["mnn", "", "ONNXRUNTIME"])  # tensorrt: lowered
 def test_unknown_runtime_is_a_clear_error(name: str, cache: pathlib.Path):
     with pytest.raises(EyefoldError, match="unknown target runtime"):
         get_support(name)

@@ -202,9 +202,11 @@ def _add_pipeline_options(parser: argparse.ArgumentParser) -> None:
         choices=(*SUPPORTED_RUNTIMES, *LOWERED_RUNTIMES),
         default=None,
         metavar="NAME",
-        help="onnxruntime: rewrite EyeLike nodes it cannot run (types it lacks) into casts"
-        " around one it can, measured once per runtime version and cached; tensorrt:"
-        " lower every EyeLike left into primitive ops"
+        help="make the EyeLike nodes left run there: each one the runtime cannot run"
+        " becomes casts around a combination it runs, or primitive ops, never breaking"
+        " another runtime (onnxruntime: measured once per version and cached; openvino,"
+        " tract, tvm: tables measured with a stated version; onnxruntime also covers"
+        " onnxruntime-web and -node); tensorrt: lower every EyeLike left into primitive ops"
         f" (choices: {', '.join((*SUPPORTED_RUNTIMES, *LOWERED_RUNTIMES))})",
     )
     parser.add_argument(

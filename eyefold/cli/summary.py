@@ -98,6 +98,18 @@ def _node_table(nodes: Sequence[NodeOutcome]) -> list[str]:
     return table(rows, [align for _, _, align in columns])
 
 
+def _runs_legend(report: Report) -> list[str]:
+    """Which runtime the RUNS column speaks of, when it is not onnxruntime (the default)."""
+    runtime = report.extra.get("runtime")
+    checked = any(n.runtime_supported is not None for n in report.nodes)
+    if not runtime or not checked or runtime["name"] == "onnxruntime":
+        return []
+    where = f"{runtime['name']} {runtime['version'] or '(not installed)'}"
+    if runtime.get("measured"):
+        where += f" (by the table measured with {runtime['measured']})"
+    return [f"RUNS: whether {where} runs the node as it was"]
+
+
 def _counts_line(report: Report) -> str:
     counts = report.counts()
     return (
@@ -118,7 +130,7 @@ def render_inspect(report: Report, source: str) -> str:
         _counts_line(report),
     ]
     if report.nodes:
-        lines.extend(["", *_node_table(report.nodes)])
+        lines.extend(["", *_node_table(report.nodes), *_runs_legend(report)])
     lines.extend(f"warning: {warning}" for warning in report.warnings)
     return "\n".join(lines)
 
@@ -181,6 +193,7 @@ def render_optimize(report: Report, record: RunRecord, *, color: bool, command: 
         hidden = len(report.nodes) - MAX_NODE_LINES
         if hidden > 0:
             lines.append(f"  ... and {hidden} more (see --report or eyefold inspect)")
+        lines.extend("  " + line for line in _runs_legend(report))
     lines.extend(f"warning: {warning}" for warning in report.warnings)
     if record.check is not None:
         lines.append(record.check.describe())

@@ -48,6 +48,8 @@ class RuntimeNote(Protocol):
     runs: bool | None
     legalized: bool
     note: str
+    lowered: bool
+    warning: str | None
 
 
 class RuntimeSupportFacts(Protocol):
@@ -56,6 +58,7 @@ class RuntimeSupportFacts(Protocol):
     runtime: str
     version: str | None
     source: str
+    measured: str | None
 
     def describe(self) -> str:
         """The runtime and version in words."""
@@ -68,6 +71,7 @@ class RuntimeVerdicts(Protocol):
     rewrite: bool
     support: RuntimeSupportFacts | None
     outcomes: Sequence[RuntimeNote]
+    lacks: frozenset[str]
 
 
 @dataclasses.dataclass

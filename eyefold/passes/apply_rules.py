@@ -32,7 +32,7 @@ from eyefold.core.scopes import Scope, iter_scopes
 from eyefold.rewriting.cost import RewriteJudge
 from eyefold.rule_registry import select_rules
 from eyefold.rules import Phase, RuleSpec
-from eyefold.runtime.support import get_support
+from eyefold.runtime.support import EyeLikeSupport, get_support, other_profiles
 
 __all__ = [
     "DEFAULT_MAX_ROUNDS",
@@ -41,6 +41,10 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+# Targets after which the rules judge no runtime: onnxruntime's legalization (the pricing
+# it always had) and TensorRT's lowering, whose primitive ops run everywhere.
+_UNJUDGED_TARGETS = ("onnxruntime", "tensorrt")
 
 # Rewrites in one scope come in rounds: the candidates, then the nodes the previous round
 # created and their consumers. Every rule removes at least one node or replaces a MatMul by
@@ -194,7 +198,8 @@ class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):
         size_limit_bytes: the fold limit the cost model prices against.
         fold: whether folding runs after the rules.
         target_runtime: the runtime legalization targets afterwards, or None (then
-            onnxruntime's table, cached or built in, decides what runs).
+            onnxruntime's table, cached or built in, decides what runs; for openvino,
+            tract and tvm the other known runtimes' tables do).
     """
 
     def __init__(
@@ -228,10 +233,7 @@ class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):
         )
         if not self.specs:
             return result
-        # With a target runtime, legalization or lowering makes what stays runnable;
-        # without one, onnxruntime's table judges (cached or built in: never a session).
-        support = None if self.target_runtime else get_support("onnxruntime", probe=False)
-        judge = RewriteJudge(support, self.size_limit_bytes, self.fold)
+        judge = RewriteJudge(_judged(self.target_runtime), self.size_limit_bytes, self.fold)
         scopes = list(iter_scopes(model))
         constant_dtypes = frozenset().union(*(s.constant_dtypes for s in self.specs))
         depth = max(spec.reach.depth for spec in self.specs)
@@ -383,3 +385,15 @@ def _apply(
         new_values,
     )
     return gone + removed_origins(remove_dead_producers(removed_inputs))
+
+
+def _judged(target_runtime: str | None) -> tuple[EyeLikeSupport, ...]:
+    """The runtimes whose runnability the rules may not reduce (see rewriting.cost).
+
+    Tables only, cached or built in: never a session.
+    """
+    if target_runtime is None:
+        return (get_support("onnxruntime", probe=False),)
+    if target_runtime in _UNJUDGED_TARGETS:
+        return ()
+    return tuple(profile.support for profile in other_profiles(target_runtime))

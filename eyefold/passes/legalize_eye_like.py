@@ -1,25 +1,33 @@
-"""Rewrite EyeLike nodes a target runtime cannot run into casts around one it can.
+"""Rewrite EyeLike nodes a target runtime cannot run into a form it runs.
 
 onnxruntime's CPU kernel runs 37 of the 182 (input type, dtype) combinations EyeLike-22
-allows; a model with e.g. ``EyeLike(dtype=BOOL)`` does not even load there. EyeLike only
-reads its input's shape and writes zeros and ones, which every type holds exactly, so
-``Cast(EyeLike(Cast(x, to=A), dtype=B), to=wanted)`` gives the same bits as the original.
+allows; a model with e.g. ``EyeLike(dtype=BOOL)`` does not even load there. TVM takes no
+``dtype`` other than the input's, tract no bool output. EyeLike only reads its input's
+shape and writes zeros and ones, which every type holds exactly, so
+``Cast(EyeLike(Cast(x, to=A), dtype=B), to=wanted)`` gives the same bits as the original,
+and so does eyefold's lowered form. :func:`eyefold.runtime.forms.choose_form` picks the
+cheapest that the target runs and that keeps running on every other known runtime which
+ran the node; what the target cannot run in any form (bfloat16 on tract) is a warning.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Sequence
 
 import onnx_ir as ir
 
 from eyefold.core.analysis import node_label
-from eyefold.core.eyelike_types import allowed_types, to_data_type
+from eyefold.core.eyelike_types import to_data_type
 from eyefold.core.metadata_keys import LEGALIZED_FOR_KEY, RULE_TAG_KEY
 from eyefold.core.names import ModelNames
 from eyefold.core.run_facts import RunFacts
 from eyefold.core.scopes import Scope, is_eyelike, iter_scopes
-from eyefold.runtime.support import EyeLikeSupport, check_runtime, get_support
+from eyefold.passes.lower_eye_like import lower_node, lowering_blocker
+from eyefold.runtime.forms import Choice, Lowered, Plan, choose_form, choose_plan
+from eyefold.runtime.profile import RuntimeProfile
+from eyefold.runtime.support import EyeLikeSupport, check_runtime, get_profile, other_profiles
 
 __all__ = [
     "LEGALIZED_FOR_KEY",
@@ -32,42 +40,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# Cast takes bfloat16 from Cast-13 on (EyeLike itself only from EyeLike-22).
-_CAST_BFLOAT16_OPSET = 13
-
-# Metadata key on the nodes a legalization made or rewrote; the value names the runtime.
-
-
-@dataclasses.dataclass(frozen=True)
-class Plan:
-    """The supported form of one EyeLike: input cast to ``input_type``, then ``dtype``.
-
-    Attributes:
-        input_type: the element type the EyeLike input is cast to (or already has).
-        dtype: the new ``dtype`` attribute, None to drop it (output = ``input_type``).
-        output_type: the element type the node's users expect; a Cast to it follows
-            when the new EyeLike produces something else.
-    """
-
-    input_type: ir.DataType
-    dtype: ir.DataType | None
-    output_type: ir.DataType
-
-    @property
-    def eyelike_output(self) -> ir.DataType:
-        """The element type the rewritten EyeLike produces."""
-        return self.input_type if self.dtype is None else self.dtype
-
-    def describe(self, original_input: ir.DataType | None) -> str:
-        """E.g. ``Cast(to=INT32) -> EyeLike(dtype=FLOAT) -> Cast(to=BOOL)``."""
-        steps = []
-        if self.input_type != original_input:
-            steps.append(f"Cast(to={self.input_type.name})")
-        steps.append("EyeLike" + (f"(dtype={self.dtype.name})" if self.dtype else ""))
-        if self.eyelike_output != self.output_type:
-            steps.append(f"Cast(to={self.output_type.name})")
-        return " -> ".join(steps)
-
 
 @dataclasses.dataclass
 class LegalizeOutcome:
@@ -79,6 +51,8 @@ class LegalizeOutcome:
         runs: whether the target runs the node as it was; None when it cannot be told.
         legalized: whether the pass rewrote it.
         note: the same in words, for the report.
+        lowered: whether the rewrite is the lowered form (the node is then gone).
+        warning: set when the target cannot run the node in any form, in words.
     """
 
     node: ir.Node
@@ -86,6 +60,8 @@ class LegalizeOutcome:
     runs: bool | None
     legalized: bool
     note: str
+    lowered: bool = False
+    warning: str | None = None
 
 
 @dataclasses.dataclass
@@ -96,77 +72,17 @@ class LegalizeResult(ir.passes.PassResult):
         support: what the target runs (and where that table came from).
         rewrite: whether the pass rewrote nodes or only judged them.
         outcomes: one per EyeLike node seen, in scope order.
+        lacks: names of the element types the target cannot hold at all.
     """
 
     support: EyeLikeSupport | None = None
     rewrite: bool = True
     outcomes: list[LegalizeOutcome] = dataclasses.field(default_factory=list)
+    lacks: frozenset[str] = frozenset()
 
     def report_into(self, facts: RunFacts) -> None:
         """The runtime's verdict on every EyeLike left."""
         facts.runtime = self
-
-
-def _cast_allows(data_type: ir.DataType, opset: int | None) -> bool:
-    return data_type != ir.DataType.BFLOAT16 or opset is None or opset >= _CAST_BFLOAT16_OPSET
-
-
-def _cost(plan: Plan, source: ir.DataType | None, hidden: int) -> tuple[int, int, int, str]:
-    """Casts (ours plus the runtime's own), then bytes written per element, then a tie-break.
-
-    Every cast is a pass over the whole matrix, so fewer casts wins first; between equal
-    counts, fewer bytes written per output element (the input cast's tensor, EyeLike's
-    output and the final cast's) wins. A combination the runtime runs only by inserting
-    casts of its own (onnxruntime does this for float16 on CPU) counts those ``hidden``
-    casts too, so a float16 detour never looks cheaper than it runs. Remaining ties prefer
-    no ``dtype`` attribute, then type names, so the choice is deterministic.
-    """
-    casts = (plan.input_type != source) + (plan.eyelike_output != plan.output_type) + hidden
-    written = plan.eyelike_output.itemsize
-    if plan.input_type != source:
-        written += plan.input_type.itemsize
-    if plan.eyelike_output != plan.output_type:
-        written += plan.output_type.itemsize
-    tie = f"{plan.input_type.name}/{plan.dtype.name if plan.dtype else ''}"
-    return casts, written, plan.dtype is not None, tie
-
-
-def choose_plan(
-    support: EyeLikeSupport,
-    source: ir.DataType | None,
-    output_type: ir.DataType,
-    opset: int | None,
-) -> Plan | None:
-    """The cheapest supported form of an EyeLike from ``source`` to ``output_type``.
-
-    Args:
-        support: what the target runs.
-        source: the input's element type; None when unknown (the input is then always cast).
-        output_type: the element type the node must still produce.
-        opset: the default-domain opset of the node's scope; every type and cast the plan
-            uses must exist there (bfloat16 needs EyeLike-22 and Cast-13).
-
-    Returns:
-        The plan, or None when no supported form exists at ``opset``.
-    """
-    types = allowed_types(opset)
-    if source is not None and not _cast_allows(source, opset):
-        return None
-    candidates = []
-    for input_type in types:
-        if input_type != source and not _cast_allows(input_type, opset):
-            continue
-        for dtype in [None, *types]:
-            plan = Plan(input_type, dtype, output_type)
-            produced = plan.eyelike_output
-            if produced != output_type and not (
-                _cast_allows(produced, opset) and _cast_allows(output_type, opset)
-            ):
-                continue
-            if support.runs(input_type, dtype, opset):
-                hidden = support.hidden_casts(input_type, dtype, opset)
-                candidates.append((_cost(plan, source, hidden), plan))
-    return min(candidates, key=lambda item: item[0])[1] if candidates else None
 
 
 def _cast_node(
@@ -240,24 +156,31 @@ class LegalizeEyeLikePass(ir.passes.InPlacePass):
 
     ``EyeLike(x: T_in, dtype=T_out)`` becomes ``Cast(to=T_out)`` of an EyeLike in a
     combination the runtime runs, fed by ``Cast(x, to=A)`` when the input type is one the
-    kernel does not take. Exact: the values are zeros and ones, and the input's values are
-    never read. Types are chosen by :func:`choose_plan`: fewest casts, then fewest bytes
-    written (see ``_cost``), and only types and casts that exist at the node's opset.
+    kernel does not take; where no such form runs there, the lowered form
+    (``LowerEyeLikePass``). Exact: the values are zeros and ones, and the input's values
+    are never read. Forms are chosen by :func:`~eyefold.runtime.forms.choose_form`: casts
+    first, fewest casts, then fewest bytes written, only types and casts that exist at the
+    node's opset, and only forms that every other known runtime which ran the node runs.
 
-    Nodes left alone: those the runtime runs already, and those whose input type is unknown
+    Nodes left alone: those the runtime runs already, those whose input type is unknown
     with no ``dtype`` (the output type is unknown too, so there is nothing to judge or to
-    cast to; the outcome says so). With an unknown input type and a ``dtype``, the node is
-    rewritten unless the runtime runs that dtype for every input type: casting the input
-    makes its type known, and one cast is cheaper than a model that may not load.
+    cast to; the outcome says so), and those the runtime cannot run in any form (a type it
+    lacks; the outcome carries a warning). With an unknown input type and a ``dtype``, the
+    node is rewritten unless the runtime runs that dtype for every input type: casting the
+    input makes its type known, and one cast is cheaper than a model that may not load.
 
     Run it after folding and output inference: folded nodes need nothing, and inference
     gives the input and output types this pass reads.
 
     Attributes:
-        runtime: the target, e.g. ``onnxruntime``.
-        support: what the target runs; measured (or read from the cache) on first use when
-            not given.
+        runtime: the target, e.g. ``onnxruntime`` or ``tract``.
+        support: the target's EyeLike table; measured (or read from the cache or the
+            shipped table) on first use when not given.
         rewrite: False only judges (the result's ``outcomes``) and changes nothing.
+        others: the runtimes a rewrite must keep running where they ran the node; None:
+            every other known runtime, by its cached or shipped table.
+        profile: the target's whole profile (EyeLike table, Casts, lowered forms), for
+            a runtime measured elsewhere; it takes the place of ``support``.
     """
 
     def __init__(
@@ -266,42 +189,49 @@ class LegalizeEyeLikePass(ir.passes.InPlacePass):
         *,
         support: EyeLikeSupport | None = None,
         rewrite: bool = True,
+        others: Sequence[RuntimeProfile] | None = None,
+        profile: RuntimeProfile | None = None,
     ) -> None:
         super().__init__()
         check_runtime(runtime)
         self.runtime = runtime
-        self.support = support
+        self.support = profile.support if profile is not None else support
         self.rewrite = rewrite
+        self.others = others
+        self.profile = profile
 
     def call(self, model: ir.Model) -> LegalizeResult:
         """Legalizes the EyeLike nodes of every scope."""
-        if self.support is None:
-            # Judging only never creates a session: the cached measurement or the table.
-            self.support = get_support(self.runtime, probe=self.rewrite)
-        support = self.support
+        # Judging only never creates a session: the cached measurement or the table.
+        profile = self.profile or get_profile(
+            self.runtime, probe=self.rewrite, support=self.support
+        )
+        self.support = profile.support
+        others = other_profiles(self.runtime) if self.others is None else self.others
         names = ModelNames(model)
         outcomes = [
-            self._visit(scope, node, support, names)
+            self._visit(scope, node, _Judges(profile, others), names)
             for scope in iter_scopes(model)
             for node in list(scope.graph)
             if is_eyelike(node)
         ]
         count = sum(outcome.legalized for outcome in outcomes)
-        logger.info("EyeLike nodes legalized for %s: %d", support.describe(), count)
+        logger.info("EyeLike nodes legalized for %s: %d", profile.describe(), count)
         return LegalizeResult(
             model,
             modified=bool(count),
-            support=support,
+            support=profile.support,
             rewrite=self.rewrite,
             outcomes=outcomes,
+            lacks=frozenset(t.name for t in profile.lacks),
         )
 
     def _visit(
-        self, scope: Scope, node: ir.Node, support: EyeLikeSupport, names: ModelNames
+        self, scope: Scope, node: ir.Node, judges: _Judges, names: ModelNames
     ) -> LegalizeOutcome:
         source = node.inputs[0].dtype if node.inputs and node.inputs[0] is not None else None
         attr = node.attributes.get("dtype")
-        target = support.describe()
+        target = judges.target.describe()
         if attr is not None and attr.is_ref():
             note = (
                 f"dtype refers to the function attribute {attr.ref_attr_name!r}: whether"
@@ -310,7 +240,7 @@ class LegalizeEyeLikePass(ir.passes.InPlacePass):
             return LegalizeOutcome(node, scope, None, False, note)
         dtype = to_data_type(attr.as_int()) if attr is not None else None
         output_type = dtype or source
-        runs = support.verdict(source, dtype, scope.opset)
+        runs = judges.target.runs_eyelike(source, dtype, scope.opset)
         combination = (
             f"EyeLike {source.name if source else '(unknown)'} -> "
             f"{output_type.name if output_type else '(unknown)'}"
@@ -323,14 +253,53 @@ class LegalizeEyeLikePass(ir.passes.InPlacePass):
                 f" {node_label(node)}; left as is"
             )
             return LegalizeOutcome(node, scope, None, False, note)
+        choice = choose_form(
+            judges.target,
+            judges.others,
+            source,
+            dtype,
+            output_type,
+            scope.opset,
+            lowerable=lowering_blocker(scope, node) is None,
+        )
         what = "cannot run" if runs is False else "may not run (input type unknown)"
-        plan = choose_plan(support, source, output_type, scope.opset)
-        if plan is None:
-            note = f"{target} {what} {combination}, and no supported form exists at opset"
-            return LegalizeOutcome(node, scope, runs, False, f"{note} {scope.opset}")
+        verdict = f"{target} {what} {combination}"
+        if choice.form is None:
+            return _left(node, scope, runs, verdict, choice)
+        form = choice.form.describe(source)
         if not self.rewrite:
-            note = f"{target} {what} {combination}; would become {plan.describe(source)}"
-            return LegalizeOutcome(node, scope, runs, False, note)
-        _rewrite(scope, node, plan, names, support.runtime)
-        note = f"{target} {what} {combination}; legalized as {plan.describe(source)}"
-        return LegalizeOutcome(node, scope, runs, True, note)
+            return LegalizeOutcome(node, scope, runs, False, f"{verdict}; would become {form}")
+        if isinstance(choice.form, Lowered):
+            lower_node(scope, node, names)
+            note = f"{verdict}; legalized as {form}"
+            return LegalizeOutcome(node, scope, runs, True, note, lowered=True)
+        _rewrite(scope, node, choice.form, names, judges.target.runtime)
+        return LegalizeOutcome(node, scope, runs, True, f"{verdict}; legalized as {form}")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Judges:
+    """The target's profile and the other runtimes a rewrite must keep running."""
+
+    target: RuntimeProfile
+    others: Sequence[RuntimeProfile]
+
+
+def _left(
+    node: ir.Node, scope: Scope, runs: bool | None, verdict: str, choice: Choice
+) -> LegalizeOutcome:
+    """The outcome of a node no form fits: why, and a warning when it names a runtime."""
+    label = f"EyeLike {node_label(node)} in {scope.path}"
+    if choice.lacked:
+        lacked = ", ".join(t.name for t in choice.lacked)
+        note = f"{verdict}: it has no {lacked}, so no form of it runs there; left as is"
+        return LegalizeOutcome(node, scope, runs, False, note, warning=f"{label}: {note}")
+    if choice.blocked_by:
+        blocked = ", ".join(choice.blocked_by)
+        note = (
+            f"{verdict}, and every form it runs would stop {blocked} from running it;"
+            " left as is"
+        )
+        return LegalizeOutcome(node, scope, runs, False, note, warning=f"{label}: {note}")
+    note = f"{verdict}, and no supported form exists at opset {scope.opset}"
+    return LegalizeOutcome(node, scope, runs, False, note)

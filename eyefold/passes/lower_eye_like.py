@@ -8,11 +8,14 @@ shape known only at run time, so this pass writes the matrix out of ops they all
     i = Range(0, rows, 1)  (+ k when k < 0)     j = Range(0, cols, 1)  (- k when k > 0)
     y = Cast(Equal(Unsqueeze(i, [1]), Unsqueeze(j, [0])), to=dtype)
 
+(an int64 result is ``Where(Equal(...), 1, 0)`` over the int64 constants instead, which
+tract returns as int64 where its Cast to int64 gives its internal shape type).
+
 ``i + k == j`` is tested as ``i + k == j`` for ``k < 0`` and ``i == j - k`` for ``k > 0``:
 both sides stay within int64 for every ``k`` (``0 <= i, j < 2**63``), so no clamp of ``k``
 is needed and a ``k`` beyond the matrix gives the all-zero matrix, as EyeLike does. The
 result is bit-exact in every type: Equal gives exactly False/True, and Cast maps them to
-exactly 0 and 1 (bool: the Equal is the output itself).
+exactly 0 and 1 (bool: the Equal is the output itself; int64: Where picks the constants).
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ __all__ = [
     "LowerEyeLikePass",
     "LowerOutcome",
     "LowerResult",
+    "lower_node",
+    "lowering_blocker",
 ]
 
 logger = logging.getLogger(__name__)
@@ -136,6 +141,11 @@ def _lower(emit: _Emitter, k: int, dtype: ir.DataType) -> ir.Value:
     mask = emit.op("Equal", [row, col], "equal")
     if dtype == ir.DataType.BOOL:
         return mask
+    if dtype == ir.DataType.INT64:
+        # Not Cast(mask, to=INT64): tract (0.23.9) types every Cast to int64 as its shape
+        # type TDim, which it cannot return ("Unsupported DatumType in the public API
+        # TDim"). Where over the int64 constants gives the same bits on every runtime.
+        return emit.op("Where", [mask, one, zero], "where")
     return emit.op("Cast", [mask], "cast", to=dtype)
 
 
@@ -151,7 +161,7 @@ def _replace(scope: Scope, node: ir.Node, lowered: ir.Value, dtype: ir.DataType)
 
 
 class LowerEyeLikePass(ir.passes.InPlacePass):
-    """Replaces every EyeLike node with Shape/Gather/Range/Add|Sub/Unsqueeze/Equal/Cast.
+    """Replaces every EyeLike node with Shape/Gather/Range/Add|Sub/Unsqueeze/Equal/Cast|Where.
 
     Run it after folding: what folds becomes a constant, which every runtime reads, and
     only what is left (a shape known at run time) needs lowering. It covers the main graph,
@@ -164,7 +174,7 @@ class LowerEyeLikePass(ir.passes.InPlacePass):
         """Lowers the EyeLike nodes of every scope."""
         names = ModelNames(model)
         outcomes = [
-            _visit(scope, node, names)
+            lower_node(scope, node, names)
             for scope in iter_scopes(model)
             for node in list(scope.graph)
             if is_eyelike(node)
@@ -174,22 +184,32 @@ class LowerEyeLikePass(ir.passes.InPlacePass):
         return LowerResult(model, modified=bool(count), outcomes=outcomes)
 
 
-def _visit(scope: Scope, node: ir.Node, names: ModelNames) -> LowerOutcome:
-    """Lowers one EyeLike, or says why it stays."""
-    label = node.name or node.outputs[0].name or "EyeLike"
+def lowering_blocker(scope: Scope, node: ir.Node) -> str | None:
+    """Why ``node`` cannot be lowered where it is, None when it can."""
     if scope.opset is None or scope.opset < MIN_LOWERING_OPSET:
-        note = (
+        return (
             f"opset {scope.opset} has no Range (opset {MIN_LOWERING_OPSET}+); kept (an"
             " opset upgrade makes it lowerable)"
         )
-        return LowerOutcome(node, label, scope.path, False, note)
     k_attribute = node.attributes.get("k")
     if k_attribute is not None and k_attribute.type != ir.AttributeType.INT:
-        return LowerOutcome(node, label, scope.path, False, "k is not an int; kept")
+        return "k is not an int; kept"
+    if _output_type(node) is None or not node.inputs or node.inputs[0] is None:
+        return "output type unknown; kept"
+    return None
+
+
+def lower_node(scope: Scope, node: ir.Node, names: ModelNames) -> LowerOutcome:
+    """Lowers one EyeLike in place (its output keeps name, type and users), or says why not."""
+    label = node.name or node.outputs[0].name or "EyeLike"
+    blocker = lowering_blocker(scope, node)
+    if blocker is not None:
+        return LowerOutcome(node, label, scope.path, False, blocker)
     dtype = _output_type(node)
-    if dtype is None or not node.inputs or node.inputs[0] is None:
-        return LowerOutcome(node, label, scope.path, False, "output type unknown; kept")
+    assert dtype is not None
+    k_attribute = node.attributes.get("k")
     k = k_attribute.as_int() if k_attribute is not None else 0
     _replace(scope, node, _lower(_Emitter(scope, node, names), k, dtype), dtype)
-    note = f"lowered to Range/Equal/Cast(to={dtype.name}) with k={k}"
+    tail = "Where(int64 1, 0)" if dtype == ir.DataType.INT64 else f"Cast(to={dtype.name})"
+    note = f"lowered to Range/Equal/{tail} with k={k}"
     return LowerOutcome(node, label, scope.path, True, note)

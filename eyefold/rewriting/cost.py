@@ -6,20 +6,24 @@ that onnxruntime runs gives ``EyeLike(dtype=BOOL)``, which it cannot load, and m
 each rewrite is priced before it is applied, over the EyeLike nodes it removes and the
 ones it creates:
 
-1. EyeLike nodes that stay in the model (do not fold) and that onnxruntime cannot run (or
-   may not: an unknown verdict counts as cannot). With a target runtime given,
-   legalization or lowering rewrites those afterwards, so this term is zero;
+1. EyeLike nodes that stay in the model (do not fold) and that a judged runtime cannot
+   run (or may not: an unknown verdict counts as cannot), counted once per runtime.
+   Without a target runtime the judged runtime is onnxruntime, since "it ran on
+   onnxruntime" is what a user expects to keep. With ``onnxruntime`` or ``tensorrt`` as the
+   target, legalization or lowering rewrites those afterwards and nothing is judged. With
+   ``openvino``, ``tract`` or ``tvm``, legalization makes the nodes run on the target, and
+   the other known runtimes are judged: legalization keeps a node running where the node
+   it sees ran, so a merge that another runtime cannot run must not happen first;
 2. EyeLike nodes that do not fold.
 
-A rewrite is applied only when neither term grows. The runtime's table is the cached
-measurement or the built-in one (no session is created); without a target runtime it is
-onnxruntime's, since "it ran on onnxruntime" is what a user expects to keep.
+A rewrite is applied only when neither term grows. The tables are the cached measurement
+or the built-in ones (no session is created).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import onnx_ir as ir
 
@@ -48,13 +52,13 @@ class RewriteJudge:
     """Prices EyeLike nodes for one run of the rules pass.
 
     Attributes:
-        support: what onnxruntime runs; None when a target runtime was given (its
-            legalization or lowering follows, so nothing is priced as not runnable).
+        supports: what each judged runtime runs (see the module docstring); empty when
+            nothing is priced as not runnable.
         size_limit_bytes: the fold limit.
         fold: whether folding runs after the rules.
     """
 
-    support: EyeLikeSupport | None
+    supports: Sequence[EyeLikeSupport]
     size_limit_bytes: int
     fold: bool
 
@@ -70,14 +74,17 @@ class RewriteJudge:
             if facts.action == "folded":
                 continue
             not_folded += 1
-            if self.support is not None and not self._runs(node, facts.input_dtype, scope):
-                not_runnable += 1
+            not_runnable += sum(
+                not _runs(support, node, facts.input_dtype, scope) for support in self.supports
+            )
         return RewriteCost(not_runnable, not_folded)
 
-    def _runs(self, node: ir.Node, source: ir.DataType | None, scope: Scope) -> bool:
-        assert self.support is not None
-        attribute = node.attributes.get("dtype")
-        if attribute is not None and attribute.is_ref():
-            return False  # known per call only: cannot tell
-        dtype = to_data_type(attribute.as_int()) if attribute is not None else None
-        return self.support.verdict(source, dtype, scope.opset) is True
+
+def _runs(
+    support: EyeLikeSupport, node: ir.Node, source: ir.DataType | None, scope: Scope
+) -> bool:
+    attribute = node.attributes.get("dtype")
+    if attribute is not None and attribute.is_ref():
+        return False  # known per call only: cannot tell
+    dtype = to_data_type(attribute.as_int()) if attribute is not None else None
+    return support.verdict(source, dtype, scope.opset) is True

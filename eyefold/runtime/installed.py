@@ -2,31 +2,41 @@
 
 The command line lists the runtimes in ``--help``, and a run that only judges EyeLike
 nodes against a cached measurement needs the installed version, not the runtime:
-``eyefold.runtime.support`` (numpy, onnx) and onnxruntime itself (about 0.2 s) are
-imported only by the runs that measure.
+``eyefold.runtime.support`` (numpy, onnx) and the runtimes themselves (onnxruntime about
+0.2 s, OpenVINO and TVM more) are imported only by the runs that measure.
 """
 
 from __future__ import annotations
 
 import contextlib
 
-__all__ = ["SUPPORTED_RUNTIMES", "installed_version"]
+__all__ = ["DISTRIBUTIONS", "SUPPORTED_RUNTIMES", "installed_version"]
 
-SUPPORTED_RUNTIMES = ("onnxruntime",)
+# The runtimes whose EyeLike support eyefold knows (probed, cached or measured into a
+# table); ``tensorrt`` is a lowering target (eyefold.options.LOWERED_RUNTIMES), not here.
+SUPPORTED_RUNTIMES = ("onnxruntime", "openvino", "tract", "tvm")
+
+# The package each runtime is installed as, where it differs from the runtime's name.
+DISTRIBUTIONS = {"tvm": "apache-tvm"}
+# Runtimes whose other builds (GPU, DirectML...) ship the same import name under other
+# distribution names. Finding those scans every installed package (tens of milliseconds),
+# so only onnxruntime, whose version keys its cached measurement, is looked up that way.
+_SCANNED_RUNTIMES = ("onnxruntime",)
 
 
 def installed_version(runtime: str = "onnxruntime") -> str | None:
     """The installed runtime's version from its package metadata, None when absent.
 
-    GPU and other builds ship the same import name under another distribution name, so
-    the import name's distributions are asked too.
+    onnxruntime's GPU and other builds ship the same import name under another
+    distribution name, so the import name's distributions are asked too.
     """
     import importlib.metadata  # about 10 ms of imports: only runs that judge need it
 
     try:
-        return importlib.metadata.version(runtime)
+        return importlib.metadata.version(DISTRIBUTIONS.get(runtime, runtime))
     except importlib.metadata.PackageNotFoundError:
-        pass
+        if runtime not in _SCANNED_RUNTIMES:
+            return None
     for distribution in importlib.metadata.packages_distributions().get(runtime, []):
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             return importlib.metadata.version(distribution)

@@ -39,7 +39,7 @@ __all__ = [
 CACHE_FORMAT = 1
 
 Combination = tuple[ir.DataType, ir.DataType | None]
-Source = Literal["probe", "cache", "fallback"]
+Source = Literal["probe", "cache", "fallback", "table"]
 
 # The EyeLike versions (since_version of the schema) a table covers.
 EYELIKE_VERSIONS = (9, 22)
@@ -87,10 +87,13 @@ class EyeLikeSupport:
     Attributes:
         runtime: the runtime's name, e.g. ``onnxruntime``.
         version: its version, None when it is not installed.
-        source: ``probe`` (measured now), ``cache`` (measured earlier, same version) or
-            ``fallback`` (the table measured with onnxruntime 1.32).
+        source: ``probe`` (measured now), ``cache`` (measured earlier, same version),
+            ``fallback`` (the table measured with onnxruntime 1.32) or ``table`` (the
+            table eyefold ships for a runtime it does not probe, see ``measured``).
         supported: per EyeLike version, the combinations that load and run correctly.
         native: the subset the runtime's own kernel implements, without casts of its own.
+        measured: for a ``table``, the version it was measured with and when, e.g.
+            ``0.23.9 on 2026-12-01``.
     """
 
     runtime: str
@@ -98,6 +101,7 @@ class EyeLikeSupport:
     source: Source
     supported: Mapping[int, frozenset[Combination]]
     native: Mapping[int, frozenset[Combination]]
+    measured: str | None = None
 
     def runs(
         self, input_type: ir.DataType, dtype: ir.DataType | None, opset: int | None
@@ -143,11 +147,12 @@ class EyeLikeSupport:
         return max(1, (input_type not in inputs) + (output_type not in outputs))
 
     def describe(self) -> str:
-        """E.g. ``onnxruntime 1.32.0``; a verdict from the fallback table says so."""
-        if self.source != "fallback":
+        """E.g. ``onnxruntime 1.32.0``; a verdict from a built-in table says so."""
+        if self.source not in ("fallback", "table"):
             return f"{self.runtime} {self.version}"
         installed = self.version or "(not installed)"
-        return f"{self.runtime} {installed} (by the table measured with 1.32)"
+        measured = self.measured or "1.32"
+        return f"{self.runtime} {installed} (by the table measured with {measured})"
 
     def to_json(self) -> dict[str, Any]:
         """The cache file's content."""
