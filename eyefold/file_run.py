@@ -12,7 +12,7 @@ import dataclasses
 import os
 from typing import TYPE_CHECKING
 
-from eyefold.errors import EyefoldError
+from eyefold.errors import EyefoldError, one_line
 from eyefold.run_record import Stage
 
 if TYPE_CHECKING:
@@ -26,16 +26,6 @@ if TYPE_CHECKING:
     from eyefold.run_record import RunRecord
 
 __all__ = ["error_line", "inspect_file", "one_line", "optimize_file"]
-
-
-def one_line(message: str) -> str:
-    """The message on one line, whatever names a hostile file holds.
-
-    Whitespace runs (line breaks too) become one space; other control characters are
-    escaped.
-    """
-    flat = " ".join(message.split())
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in flat)
 
 
 def error_line(error: BaseException) -> str:

@@ -161,6 +161,8 @@ def build_report(record: RunRecord) -> Report:
 
 def _add_file_facts(report: Report, record: RunRecord) -> None:
     """The command's stats, check and files written, when the run had them."""
+    if record.sorted_graphs:
+        report.extra["sorted"] = list(record.sorted_graphs)
     if record.before is not None:
         after = record.after
         report.extra["ops"] = {

@@ -18,7 +18,7 @@ import onnx
 import onnx.reference
 import onnx_ir as ir
 
-from eyefold.errors import CheckFailedError, EyefoldError
+from eyefold.errors import CheckFailedError, EyefoldError, error_text
 from eyefold.model_files import external_data_files, save_model, tensor_bytes
 from eyefold.model_files.save import INLINE_LIMIT_BYTES
 
@@ -28,11 +28,6 @@ ORT = "onnxruntime"
 REFERENCE = "onnx.reference"
 
 Source = str | bytes | onnx.ModelProto
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return text[0] if text else type(error).__name__
 
 
 def _ort_session(source: Source) -> Any:
@@ -95,12 +90,12 @@ def _pick_backend(original: Source, optimized: Source) -> tuple[Any, Any, str | 
     try:
         original_session = _ort_session(original)
     except Exception as error:  # onnxruntime raises its own exception types
-        return None, None, f"onnxruntime cannot load the original: {_first_line(error)}"
+        return None, None, f"onnxruntime cannot load the original: {error_text(error)}"
     try:
         optimized_session = _ort_session(optimized)
     except Exception as error:
         # E.g. an opset newer than this onnxruntime: the reference evaluator still decides.
-        return None, None, f"onnxruntime cannot load the optimized model: {_first_line(error)}"
+        return None, None, f"onnxruntime cannot load the optimized model: {error_text(error)}"
     return original_session, optimized_session, None
 
 
@@ -122,14 +117,14 @@ def run_both(
         try:
             want = _run_ort(original_session, feeds)
         except Exception as error:
-            reason = f"onnxruntime cannot run the original: {_first_line(error)}"
+            reason = f"onnxruntime cannot run the original: {error_text(error)}"
         else:
             try:
                 got = _run_ort(optimized_session, feeds)
             except Exception as error:
                 raise CheckFailedError(
                     "onnxruntime runs the original model but not the optimized one:"
-                    f" {_first_line(error)}"
+                    f" {error_text(error)}"
                 ) from None
             return want, got, ORT, None
     try:
@@ -137,13 +132,13 @@ def run_both(
     except Exception as error:
         raise EyefoldError(
             f"--check cannot run the original model ({reason}; onnx.reference:"
-            f" {_first_line(error)})"
+            f" {error_text(error)})"
         ) from None
     try:
         got = _run_reference(optimized, feeds)
     except Exception as error:
         raise CheckFailedError(
             "onnx.reference runs the original model but not the optimized one:"
-            f" {_first_line(error)}"
+            f" {error_text(error)}"
         ) from None
     return want, got, REFERENCE, reason

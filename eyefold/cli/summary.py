@@ -98,6 +98,17 @@ def _node_table(nodes: Sequence[NodeOutcome]) -> list[str]:
     return table(rows, [align for _, _, align in columns])
 
 
+def _notes(report: Report) -> list[str]:
+    """What eyefold did to the model before the steps: sorted its graphs."""
+    from eyefold.core.node_order import SORTED_NOTE
+
+    graphs = report.extra.get("sorted")
+    if not graphs:
+        return []
+    verb = "was" if len(graphs) == 1 else "were"
+    return [f"note: graph {', '.join(graphs)} {verb} {SORTED_NOTE}"]
+
+
 def _counts_line(report: Report) -> str:
     counts = report.counts()
     return (
@@ -115,6 +126,7 @@ def render_inspect(report: Report, source: str) -> str:
             if report.opset_after != report.opset_before
             else ""
         ),
+        *_notes(report),
         _counts_line(report),
     ]
     if report.nodes:
@@ -175,6 +187,7 @@ def render_optimize(report: Report, record: RunRecord, *, color: bool, command: 
     if record.before is not None and record.after is not None:
         lines.extend(_before_after(record.before, record.after, color))
         lines.append("")
+    lines.extend(_notes(report))
     lines.append(_counts_line(report))
     if report.nodes:
         lines.extend("  " + line for line in _node_table(report.nodes[:MAX_NODE_LINES]))

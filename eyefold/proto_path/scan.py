@@ -58,6 +58,8 @@ class GraphIndex:
             identity matrices, so their consumers belong to the neighbourhood.
         holders: indices of nodes that hold subgraphs.
         obstacle: why the neighbourhood path cannot be taken, or None.
+        unsorted: whether some node reads a value a later node defines (the graph is not
+            in topological order; the file path sorts it and scans it again).
         node_inputs: each node's input names, by position.
         node_outputs: each node's output names, by position.
         op_types: each node's op type, by position.
@@ -80,6 +82,7 @@ class GraphIndex:
     identity_candidates: list[str] = dataclasses.field(default_factory=list)
     holders: set[int] = dataclasses.field(default_factory=set)
     obstacle: str | None = None
+    unsorted: bool = False
     node_inputs: list[list[str]] = dataclasses.field(default_factory=list)
     node_outputs: list[list[str]] = dataclasses.field(default_factory=list)
     op_types: list[str] = dataclasses.field(default_factory=list)
@@ -287,6 +290,7 @@ def _index_nodes(index: GraphIndex, dtypes: frozenset[int]) -> None:
                     early = name
             else:
                 found.append(position)
+    index.unsorted = early is not None
     unsorted = early or _undefined_read(index, known)
     if unsorted is not None:
         index.obstacle = index.obstacle or f"{unsorted!r} is read before it is defined"
