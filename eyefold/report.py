@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 __all__ = ["NodeOutcome", "Report", "StepTiming", "build_report"]
 
 
+# NodeOutcome fields the JSON carries only when they say something.
+_OPTIONAL_KEYS = ("shape_lost",)
+
+
 @dataclasses.dataclass
 class NodeOutcome:
     """One EyeLike node: where it is, what eyefold did with it and why.
@@ -46,6 +50,8 @@ class NodeOutcome:
         lowered: whether the node was replaced by primitive ops (``--lower-eyelike``,
             ``--target-runtime tensorrt``); ``runtime_note`` then says into what.
         runtime_note: the runtime check and its outcome in words, None when not checked.
+        shape_lost: for an input shape that is not static, where it was lost (``value``,
+            ``node``, ``op``, ``why``); None otherwise (and then left out of the JSON).
     """
 
     name: str
@@ -63,6 +69,7 @@ class NodeOutcome:
     legalized: bool = False
     lowered: bool = False
     runtime_note: str | None = None
+    shape_lost: dict[str, str | None] | None = None
 
     @classmethod
     def from_facts(cls, facts: EyeLikeFacts) -> NodeOutcome:
@@ -79,7 +86,16 @@ class NodeOutcome:
             from_inputs=list(facts.from_inputs),
             input_dtype=facts.input_dtype.name if facts.input_dtype is not None else None,
             opset=facts.scope.opset,
+            shape_lost=facts.shape_lost.to_dict() if facts.shape_lost is not None else None,
         )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The node's entry in the JSON report; the optional entries only when set."""
+        entry = dataclasses.asdict(self)
+        for key in _OPTIONAL_KEYS:
+            if not entry[key]:
+                del entry[key]
+        return entry
 
 
 @dataclasses.dataclass
@@ -123,7 +139,7 @@ class Report:
         result: dict[str, Any] = {
             "opset": {"before": self.opset_before, "after": self.opset_after},
             "eyelike": self.counts(),
-            "nodes": [dataclasses.asdict(node) for node in self.nodes],
+            "nodes": [node.to_dict() for node in self.nodes],
             "steps": [dataclasses.asdict(step) for step in self.steps],
             "warnings": list(self.warnings),
         }

@@ -12,6 +12,7 @@ __all__ = [
     "ORIGIN_KEY",
     "REPORT_META_KEY",
     "RULE_TAG_KEY",
+    "SHAPE_LOST_KEY",
     "STAND_IN_DOMAIN",
 ]
 
@@ -25,6 +26,10 @@ ORIGIN_KEY = "pkg.eyefold.origin"
 
 # In ``model.meta`` (memory only): the report of the last EyefoldPipeline run.
 REPORT_META_KEY = "pkg.eyefold.report"
+
+# In an EyeLike input value's ``meta`` (memory only): where its shape was lost
+# (an ``eyefold.shape_facts.lost.ShapeLoss``), for the report.
+SHAPE_LOST_KEY = "pkg.eyefold.shape_lost"
 
 # In ``metadata_props`` of the nodes a rewrite rule made: the rule's name.
 RULE_TAG_KEY = "pkg.eyefold.rule"

@@ -27,6 +27,8 @@ from eyefold.core.run_facts import RunFacts
 from eyefold.core.scopes import Scope, is_eyelike, iter_scopes, subgraphs_of
 from eyefold.core.shapes import merge_shapes
 from eyefold.core.weightless import ir_large_constant, is_large, weightless_model
+from eyefold.shape_facts.lost import SHAPE_LOST_KEY, ShapeLoss, input_loss, where_lost
+from eyefold.shape_facts.rounds import infer_with_values
 
 __all__ = [
     "InferEyeLikeInputShapesPass",
@@ -256,29 +258,47 @@ def _apply(target: ir.Value, type_proto: onnx.TypeProto) -> bool:
     return changed
 
 
-def _learn(model: ir.Model) -> tuple[list[tuple[ir.Value, onnx.TypeProto]], str | None]:
-    """(EyeLike input, inferred type) pairs and the last failure; changes nothing."""
-    learned: list[tuple[ir.Value, onnx.TypeProto]] = []
-    failure = None
+@dataclasses.dataclass
+class _Learned:
+    """What inference found for the EyeLike inputs; nothing in the model is changed yet.
+
+    Attributes:
+        types: (EyeLike input, inferred type) pairs.
+        losses: (EyeLike input, where its shape was lost) for those still not static.
+        failure: the message of the last inference that failed, if any.
+    """
+
+    types: list[tuple[ir.Value, onnx.TypeProto]] = dataclasses.field(default_factory=list)
+    losses: list[tuple[ir.Value, ShapeLoss]] = dataclasses.field(default_factory=list)
+    failure: str | None = None
+
+
+def _learn(model: ir.Model) -> _Learned:
+    """What onnx's inference, with shape values computed between rounds, finds."""
+    learned = _Learned()
     for piece in _collect_slices(model):
         proto, names, stand_ins = _slice_model(model, piece)
         declared = _declared_dim_params(proto)
+        root_targets = [t.name for t in piece.targets if t.graph is piece.root and t.name]
         try:
-            inferred = onnx.shape_inference.infer_shapes(
-                proto, check_type=False, strict_mode=False, data_prop=True
-            )
+            inference = infer_with_values(proto, root_targets)
         except Exception as error:  # onnx raises several unrelated types here
-            failure = f"onnx shape inference failed: {stand_ins.restore(str(error))}"
-            logger.warning("%s", failure)
+            learned.failure = f"onnx shape inference failed: {stand_ins.restore(str(error))}"
+            logger.warning("%s", learned.failure)
             continue
-        types = _inferred_types(inferred, names)
+        types = _inferred_types(inference.model, names)
+        inputs = [v.name for v in model.graph.inputs if v.name]
         for target in piece.targets:
             graph = target.graph
             found = types.get((id(graph), target.name or "")) if graph else None
             if found is not None:
                 _forget_made_up_dims(found, declared)
-                learned.append((target, found))
-    return learned, failure
+                learned.types.append((target, found))
+            if target.name in root_targets:
+                loss = where_lost(inference, target.name, inputs)
+                if loss is not None:
+                    learned.losses.append((target, loss))
+    return learned
 
 
 def infer_eyelike_input_dims(model: ir.Model) -> dict[int, list[int | str | None]]:
@@ -287,7 +307,7 @@ def infer_eyelike_input_dims(model: ir.Model) -> dict[int, list[int | str | None
     For messages about a model that is being refused: nothing in ``model`` changes.
     """
     dims: dict[int, list[int | str | None]] = {}
-    for target, type_proto in _learn(model)[0]:
+    for target, type_proto in _learn(model).types:
         inferred = ir.serde.deserialize_type_proto_for_shape(type_proto)
         merged = None if inferred is None else merge_shapes(target.shape, inferred.dims)
         shape = merged if merged is not None else target.shape
@@ -323,10 +343,30 @@ class InferEyeLikeInputShapesPass(ir.passes.InPlacePass):
     """
 
     def call(self, model: ir.Model) -> InferInputShapesResult:
-        """Runs inference once per root graph whose EyeLike inputs need it."""
-        found, failure = _learn(model)
-        learned = [target for target, type_proto in found if _apply(target, type_proto)]
+        """Runs inference once per root graph whose EyeLike inputs need it.
+
+        An input whose shape stays dynamic gets, in its ``meta`` (never saved), where the
+        shape was lost (:data:`~eyefold.shape_facts.lost.SHAPE_LOST_KEY`), for the report.
+        """
+        found = _learn(model)
+        learned = [target for target, type_proto in found.types if _apply(target, type_proto)]
+        for target, loss in found.losses:
+            if target.shape is None or not target.shape.is_static():
+                target.meta[SHAPE_LOST_KEY] = loss
+        _note_dynamic_inputs(model)
         logger.info("EyeLike inputs learned by shape inference: %d", len(learned))
         return InferInputShapesResult(
-            model, modified=bool(learned), learned=learned, failure=failure
+            model, modified=bool(learned), learned=learned, failure=found.failure
         )
+
+
+def _note_dynamic_inputs(model: ir.Model) -> None:
+    """EyeLike inputs that are graph inputs with dynamic dims: their shape is lost there."""
+    for scope in iter_scopes(model):
+        for node in scope.graph:
+            source = node.inputs[0] if is_eyelike(node) and node.inputs else None
+            if source is None or not source.is_graph_input() or source.shape is None:
+                continue
+            if not source.shape.is_static():
+                dims = [d if isinstance(d, int) else d.value for d in source.shape.dims]
+                source.meta[SHAPE_LOST_KEY] = input_loss(source.name or "", dims)
