@@ -45,6 +45,7 @@ def optimize_file(
     record: RunRecord,
     *,
     check: bool = False,
+    check_inputs: str | None = None,
     external_data: bool = False,
 ) -> Report:
     """Optimizes one model file into ``output_path`` (which may be ``input_path``).
@@ -60,7 +61,9 @@ def optimize_file(
         options: what the pipeline does.
         record: the run's record, which collects timings, stats, the check and the files
             written; its progress shows the long steps.
-        check: run the original and the result on random inputs first (``--check``).
+        check: run the original and the result on the same inputs first (``--check``).
+        check_inputs: the ``.npz`` of those inputs, one array per graph input name
+            (``--check-inputs``); None: random inputs.
         external_data: write large tensors to ``<output>.data``.
 
     Returns:
@@ -85,7 +88,10 @@ def optimize_file(
 
         with record.step("check", "checking the result against the original"):
             record.check = check_equivalence(
-                input_path, result, workdir=os.path.dirname(os.path.abspath(output_path))
+                input_path,
+                result,
+                workdir=os.path.dirname(os.path.abspath(output_path)),
+                inputs_path=check_inputs,
             )
     with record.step("save", f"saving {output_path}"):
         record.output = _save(
