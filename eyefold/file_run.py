@@ -84,15 +84,7 @@ def optimize_file(
     with_data = external_data or bool(run.data_files) or _may_not_fit(run, input_path)
     result = _saved_form(run, input_path, check=check)
     if check:
-        from eyefold.check.equivalence import check_equivalence
-
-        with record.step("check", "checking the result against the original"):
-            record.check = check_equivalence(
-                input_path,
-                result,
-                workdir=os.path.dirname(os.path.abspath(output_path)),
-                inputs_path=check_inputs,
-            )
+        _check(input_path, result, output_path, record, check_inputs)
     with record.step("save", f"saving {output_path}"):
         record.output = _save(
             result, input_path, output_path, record, asked=external_data, with_data=with_data
@@ -101,6 +93,25 @@ def optimize_file(
     from eyefold.report import build_report
 
     return build_report(record)
+
+
+def _check(
+    input_path: str,
+    result: onnx.ModelProto | ir.Model,
+    output_path: str,
+    record: RunRecord,
+    inputs_path: str | None,
+) -> None:
+    """``--check``: the result against the original, as a step of ``record``."""
+    from eyefold.check.equivalence import check_equivalence
+
+    with record.step("check", "checking the result against the original"):
+        record.check = check_equivalence(
+            input_path,
+            result,
+            workdir=os.path.dirname(os.path.abspath(output_path)),
+            inputs_path=inputs_path,
+        )
 
 
 def inspect_file(input_path: str, options: PipelineOptions, record: RunRecord) -> Report:

@@ -220,6 +220,21 @@ def _tolerances_applied(
     }
 
 
+def _run_both(original, optimized, feeds: dict[str, np.ndarray], *, random: bool):
+    """:func:`run_both`; a model random inputs cannot run gets a hint at --check-inputs."""
+    try:
+        return run_both(original, optimized, feeds)
+    except CheckFailedError:
+        raise
+    except EyefoldError as error:
+        if not random:
+            raise
+        raise EyefoldError(
+            f"{error}; if random inputs cannot run this model (indices, say), give"
+            " real ones with --check-inputs FILE.npz"
+        ) from None
+
+
 def check_equivalence(
     original: ir.Model | onnx.ModelProto | str | os.PathLike[str],
     optimized: ir.Model | onnx.ModelProto,
@@ -262,17 +277,7 @@ def check_equivalence(
             feeds, defaulted = random_inputs(optimized_model, seed=seed)
         optimized_source = prepare_source(optimized, scratch, "optimized")
         original_source = prepare_source(original, scratch, "original")
-        try:
-            run = run_both(original_source, optimized_source, feeds)
-        except CheckFailedError:
-            raise
-        except EyefoldError as error:
-            if inputs_path is not None:
-                raise
-            raise EyefoldError(
-                f"{error}; if random inputs cannot run this model (indices, say), give"
-                " real ones with --check-inputs FILE.npz"
-            ) from None
+        run = _run_both(original_source, optimized_source, feeds, random=inputs_path is None)
     exact = run.backend == REFERENCE
     diffs = _compare(run.want, run.got, run.backend, exact)
     return CheckResult(
