@@ -25,12 +25,13 @@ from eyefold.passes.apply_rules import ApplyEyeLikeRulesPass
 from eyefold.passes.census import CountEyeLikePass
 from eyefold.passes.fold_eye_like import FoldEyeLikePass
 from eyefold.passes.infer_eye_like import InferEyeLikeOutputsPass
-from eyefold.passes.infer_input_shapes import InferEyeLikeInputShapesPass
+from eyefold.passes.infer_input_shapes import InferEyeLikeInputShapesPass, RuleOperands
 from eyefold.passes.legalize_eye_like import LegalizeEyeLikePass
 from eyefold.passes.lower_eye_like import LowerEyeLikePass
 from eyefold.passes.pin_input_shapes import PinInputShapesPass
 from eyefold.passes.upgrade_opset import UpgradeOpsetPass
 from eyefold.report import Report, build_report
+from eyefold.rule_registry import select_rules
 from eyefold.run_record import RunRecord, Stage, StepEntry
 
 __all__ = [
@@ -74,7 +75,8 @@ def pipeline_steps(options: PipelineOptions | None = None) -> list[Step]:
         # Before shape inference: onnx propagates shape data through Unsqueeze, Concat,
         # Squeeze, Slice and Cast only from opset 13.
         steps.append(Step("upgrade", UpgradeOpsetPass(options.target_opset)))
-    steps.append(Step("infer-input-shapes", InferEyeLikeInputShapesPass()))
+    inference = InferEyeLikeInputShapesPass(_rule_operands(options))
+    steps.append(Step("infer-input-shapes", inference))
     steps.append(Step("census", CountEyeLikePass()))
     rules = {
         phase: ApplyEyeLikeRulesPass(
@@ -112,6 +114,16 @@ def pipeline_steps(options: PipelineOptions | None = None) -> list[Step]:
     elif options.target_runtime not in LOWERED_RUNTIMES:
         steps.append(Step("legalize", LegalizeEyeLikePass(options.target_runtime)))
     return steps
+
+
+def _rule_operands(options: PipelineOptions) -> RuleOperands:
+    """The operands next to an EyeLike that the selected rules read, for inference."""
+    specs = select_rules(options.rules, relaxed=options.relaxed)
+    reading = [s for s in specs if s.reach.reads_operands]
+    return RuleOperands(
+        frozenset().union(*(s.reach.reads_operands for s in reading)),
+        frozenset().union(*(s.reach.becomes_eyelike for s in reading)),
+    )
 
 
 @dataclasses.dataclass

@@ -24,7 +24,7 @@ __all__ = ["NodeOutcome", "Report", "StepTiming", "build_report"]
 
 
 # NodeOutcome fields the JSON carries only when they say something.
-_OPTIONAL_KEYS = ("shape_lost",)
+_OPTIONAL_KEYS = ("shape_lost", "rules_declined")
 
 
 @dataclasses.dataclass
@@ -52,6 +52,8 @@ class NodeOutcome:
         runtime_note: the runtime check and its outcome in words, None when not checked.
         shape_lost: for an input shape that is not static, where it was lost (``value``,
             ``node``, ``op``, ``why``); None otherwise (and then left out of the JSON).
+        rules_declined: the rules that looked at the node and declined, each with why
+            (``{"rule", "reason"}``); left out of the JSON when none did.
     """
 
     name: str
@@ -70,6 +72,7 @@ class NodeOutcome:
     lowered: bool = False
     runtime_note: str | None = None
     shape_lost: dict[str, str | None] | None = None
+    rules_declined: list[dict[str, str]] = dataclasses.field(default_factory=list)
 
     @classmethod
     def from_facts(cls, facts: EyeLikeFacts) -> NodeOutcome:
@@ -165,6 +168,7 @@ def build_report(record: RunRecord) -> Report:
     left_outcomes = [NodeOutcome.from_facts(f) for f in facts.left]
     report.nodes = [NodeOutcome.from_facts(f) for f in facts.folded] + left_outcomes
     report.nodes.extend(_removed(facts.found, [*facts.folded, *facts.left], facts.removed_by))
+    _add_declines(report, [*facts.folded, *facts.left], facts.found, facts.rule_declines)
     report.extra["rules"] = facts.hits
     if facts.declined:
         report.extra["rules_declined"] = facts.declined
@@ -173,6 +177,23 @@ def build_report(record: RunRecord) -> Report:
     report.extra.update(record.route)
     _add_file_facts(report, record)
     return report
+
+
+def _add_declines(
+    report: Report,
+    reported: list[EyeLikeFacts],
+    found: list[EyeLikeFacts],
+    declines: dict[int, dict[str, str]],
+) -> None:
+    """Which rules declined at each node (by census number), and why."""
+    if not declines:
+        return
+    present = [origin_of(facts.node) for facts in reported]
+    gone = [n for n in range(len(found)) if n not in present]
+    for outcome, number in zip(report.nodes, [*present, *gone], strict=True):
+        reasons = declines.get(number) if number is not None else None
+        if reasons:
+            outcome.rules_declined = [{"rule": r, "reason": why} for r, why in reasons.items()]
 
 
 def _add_file_facts(report: Report, record: RunRecord) -> None:

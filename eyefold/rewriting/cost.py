@@ -74,6 +74,13 @@ class RewriteJudge:
                 not_runnable += 1
         return RewriteCost(not_runnable, not_folded)
 
+    def why_not(self, before: RewriteCost, after: RewriteCost) -> str:
+        """Why a rewrite from ``before`` to ``after`` is refused, in words."""
+        if after.not_runnable > before.not_runnable:
+            runtime = self.support.describe() if self.support is not None else "the runtime"
+            return f"the rewrite would leave an EyeLike {runtime} cannot run"
+        return "the rewrite would leave an EyeLike that no longer folds"
+
     def _runs(self, node: ir.Node, source: ir.DataType | None, scope: Scope) -> bool:
         assert self.support is not None
         attribute = node.attributes.get("dtype")
