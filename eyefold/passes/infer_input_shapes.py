@@ -93,7 +93,14 @@ class RuleOperands:
         return [v for v in found if v.graph is node.graph and needs_inference(v)]
 
 
-def _collect_slices(model: ir.Model, operands: RuleOperands) -> list[InferenceSlice]:
+def _collect_slices(
+    model: ir.Model, operands: RuleOperands, dynamic_inputs: list[ir.Value]
+) -> list[InferenceSlice]:
+    """The slices to infer, one per root graph.
+
+    EyeLike inputs that are graph inputs with dynamic dims go to ``dynamic_inputs``:
+    there is nothing to infer, their shape is lost right there.
+    """
     slices: dict[int, InferenceSlice] = {}
     anchors: dict[int, list[ir.Node]] = {}
     for scope in iter_scopes(model):
@@ -101,7 +108,10 @@ def _collect_slices(model: ir.Model, operands: RuleOperands) -> list[InferenceSl
         for node in scope.graph:
             if not is_eyelike(node) or len(node.inputs) != 1 or node.inputs[0] is None:
                 continue
-            wanted = [node.inputs[0]] if needs_inference(node.inputs[0]) else []
+            source = node.inputs[0]
+            if source.is_graph_input() and source.shape and not source.shape.is_static():
+                dynamic_inputs.append(source)
+            wanted = [source] if needs_inference(source) else []
             wanted += operands.of(node) if operands.ops else []
             if not wanted:
                 continue
@@ -140,18 +150,21 @@ class _Learned:
     Attributes:
         types: (EyeLike input, inferred type) pairs.
         losses: (EyeLike input, where its shape was lost) for those still not static.
+        dynamic_inputs: EyeLike inputs that are graph inputs with dynamic dims.
         failure: the message of the last inference that failed, if any.
     """
 
     types: list[tuple[ir.Value, onnx.TypeProto]] = dataclasses.field(default_factory=list)
     losses: list[tuple[ir.Value, ShapeLoss]] = dataclasses.field(default_factory=list)
+    dynamic_inputs: list[ir.Value] = dataclasses.field(default_factory=list)
     failure: str | None = None
 
 
 def _learn(model: ir.Model, operands: RuleOperands | None = None) -> _Learned:
     """What onnx's inference, with shape values computed between rounds, finds."""
     learned = _Learned()
-    for piece in _collect_slices(model, operands or RuleOperands()):
+    slices = _collect_slices(model, operands or RuleOperands(), learned.dynamic_inputs)
+    for piece in slices:
         proto, names, stand_ins = slice_model(model, piece)
         declared = declared_dim_params(proto)
         root_targets = [t.name for t in piece.targets if t.graph is piece.root and t.name]
@@ -258,20 +271,10 @@ class InferEyeLikeInputShapesPass(ir.passes.InPlacePass):
         for target, loss in found.losses:
             if target.shape is None or not target.shape.is_static():
                 target.meta[SHAPE_LOST_KEY] = loss
-        _note_dynamic_inputs(model)
+        for source in found.dynamic_inputs:
+            dims = [d if isinstance(d, int) else d.value for d in source.shape.dims]
+            source.meta[SHAPE_LOST_KEY] = input_loss(source.name or "", dims)
         logger.info("EyeLike inputs learned by shape inference: %d", len(learned))
         return InferInputShapesResult(
             model, modified=bool(learned), learned=learned, failure=found.failure
         )
-
-
-def _note_dynamic_inputs(model: ir.Model) -> None:
-    """EyeLike inputs that are graph inputs with dynamic dims: their shape is lost there."""
-    for scope in iter_scopes(model):
-        for node in scope.graph:
-            source = node.inputs[0] if is_eyelike(node) and node.inputs else None
-            if source is None or not source.is_graph_input() or source.shape is None:
-                continue
-            if not source.shape.is_static():
-                dims = [d if isinstance(d, int) else d.value for d in source.shape.dims]
-                source.meta[SHAPE_LOST_KEY] = input_loss(source.name or "", dims)
