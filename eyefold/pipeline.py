@@ -73,7 +73,7 @@ def pipeline_steps(options: PipelineOptions | None = None) -> list[Step]:
         steps.append(Step("pin-input-shapes", PinInputShapesPass(options.input_shapes)))
     if options.upgrade:
         # Before shape inference: onnx propagates shape data through Unsqueeze, Concat,
-        # Squeeze, Slice and Cast only from opset 13.
+        # Squeeze, Slice and Cast only from opset 13 (eyefold's shape values do below).
         steps.append(Step("upgrade", UpgradeOpsetPass(options.target_opset)))
     inference = InferEyeLikeInputShapesPass(_rule_operands(options))
     steps.append(Step("infer-input-shapes", inference))

@@ -138,8 +138,10 @@ def test_hippynn_check_with_real_inputs_exits_0(tmp_path, capsys) -> None:
     source = REAL / "hippynn_quad_dynamo.onnx"
     feeds = REAL / "hippynn_quad_dynamo.inputs.npz"
     output = tmp_path / "hippynn.onnx"
-    assert main(["optimize", str(source), str(output), "--check", "--check-inputs", str(feeds)]) == 0
-    check = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("check:"))
+    args = ["optimize", str(source), str(output), "--check", "--check-inputs", str(feeds)]
+    assert main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    check = next(line for line in lines if line.startswith("check:"))
     assert "both models ran as they are" in check and f"inputs from {feeds}" in check
     # Random int64 indices go out of range: one whole line that names the way out.
     assert main(["optimize", str(source), str(tmp_path / "random.onnx"), "--check"]) == 1
@@ -148,9 +150,11 @@ def test_hippynn_check_with_real_inputs_exits_0(tmp_path, capsys) -> None:
     assert not (tmp_path / "random.onnx").exists()
 
 
-@pytest.mark.parametrize(
-    "name", ["ccnet_mmcv_dynamo_ortf16", "kornia_dilation_op13_ortf16", "mossformer_op13_ortf16"]
-)
+UNSORTED = [f"{base}_ortf16" for base in ("ccnet_mmcv_dynamo", "kornia_dilation_op13")]
+UNSORTED.append("mossformer_op13_ortf16")
+
+
+@pytest.mark.parametrize("name", UNSORTED)
 def test_onnxruntimes_unsorted_fp16_output_is_sorted_and_runs(name: str) -> None:
     original = onnx.load(REAL / f"{name}.onnx")
     with pytest.raises(onnx.checker.ValidationError, match="topologically sorted"):
@@ -170,8 +174,8 @@ def test_unsorted_fp16_ccnet_cli_says_it_sorted(tmp_path, capsys) -> None:
     output = tmp_path / "ccnet.onnx"
     assert main(["optimize", str(source), str(output), "--target-runtime", "onnxruntime"]) == 0
     assert "note: graph main was not in topological order" in capsys.readouterr().out
-    feeds = _feeds("ccnet_mmcv_dynamo_ortf16")
-    _assert_close(_run_ort(output, feeds), _torch("ccnet_mmcv_dynamo_ortf16"), FLOAT16_TOLERANCE)
+    name = "ccnet_mmcv_dynamo_ortf16"
+    _assert_close(_run_ort(output, _feeds(name)), _torch(name), FLOAT16_TOLERANCE)
 
 
 @pytest.mark.parametrize("name", ["diag_matmul_op13", "diag_matmul_op13_dyn"])
@@ -198,9 +202,10 @@ def test_the_report_names_which_rule_declined_and_why(capsys) -> None:
         "rule": "diagonal_float",
         "reason": "opset 13 is below 14 (Reshape allowzero)",
     }
-    assert main(["inspect", str(REAL / f"{name}.onnx"), "--relaxed", "--no-upgrade"]) == 0
+    args = ["inspect", str(REAL / f"{name}.onnx"), "--relaxed", "--no-upgrade"]
+    assert main(args) == 0
     assert "rule diagonal_float declined: opset 13 is below 14" in capsys.readouterr().out
-    assert main(["inspect", str(REAL / f"{name}.onnx"), "--relaxed", "--no-upgrade", "--json"]) == 0
+    assert main([*args, "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["nodes"][0]["rules_declined"] == [declined]
 

@@ -44,7 +44,10 @@ def _chains(draw: st.DrawFn) -> tuple[list[onnx.NodeProto], str, list[object]]:
         out, c = f"v{step + 1}", f"c{step}"
         kind = draw(
             st.sampled_from(
-                ["gather", "slice", "concat", "arith", "cast", "minmax", "where", "neg"]
+                [
+                    "gather", "slice", "concat", "arith", "cast", "minmax", "where", "neg",
+                    "expand",
+                ]
             )
         )
         if kind == "gather":
@@ -87,6 +90,12 @@ def _chains(draw: st.DrawFn) -> tuple[list[onnx.NodeProto], str, list[object]]:
                 helper.make_node("Less", [current, c], [f"{c}m"]),
                 helper.make_node("Where", [f"{c}m", c, current], [out]),
             ]
+        elif kind == "expand":
+            size = draw(st.sampled_from([1, length, 0, 3] if length == 1 else [1, length]))
+            nodes += [_const(c, [size]), helper.make_node("Expand", [current, c], [out])]
+            length = size if length == 1 else length
+            if length == 0:
+                return nodes, out, dims
         else:
             nodes += [helper.make_node("Neg", [current], [out])]
         current = out

@@ -300,17 +300,23 @@ def _expand(node: _Node) -> PartialValue | None:
     target = shape.ints() if shape is not None else None
     if data is None or target is None or len(target) > 1:
         return None
-    length = max([len(data.items), *target]) if target else len(data.items)
-    if len(data.items) not in (1, length) or length > MAX_ELEMENTS:
+    if not target:  # Expand to shape (): the data as it is
+        return data
+    have, want = len(data.items), target[0]
+    if data.scalar or have == 1:
+        length = want if want >= 0 else -1  # a scalar or [1] broadcasts to any length
+    else:
+        length = have if want in (1, have) else -1
+    if length < 0 or length > MAX_ELEMENTS:
         return None
-    items = data.items * (length // len(data.items))
-    return PartialValue(data.dtype, data.scalar and not target, items)
+    items = data.items * length if have == 1 else data.items
+    return PartialValue(data.dtype, False, items)
 
 
 def _constant_of_shape(node: _Node) -> PartialValue | None:
     shape = node.inputs[0]
     target = shape.ints() if shape is not None else None
-    if target is None or len(target) > 1 or (target and target[0] > MAX_ELEMENTS):
+    if target is None or len(target) > 1 or (target and not 0 <= target[0] <= MAX_ELEMENTS):
         return None
     tensor = node.attr("value")
     fill = numpy_helper.to_array(tensor) if isinstance(tensor, onnx.TensorProto) else None
