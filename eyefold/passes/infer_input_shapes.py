@@ -35,7 +35,7 @@ from eyefold.core.metadata_keys import RULE_FACTS_KEY
 from eyefold.core.run_facts import RunFacts
 from eyefold.core.scopes import is_eyelike, iter_scopes
 from eyefold.core.shapes import merge_shapes
-from eyefold.shape_facts.lost import SHAPE_LOST_KEY, ShapeLoss, input_loss, where_lost
+from eyefold.shape_facts.lost import SHAPE_LOST_KEY, ShapeLoss, input_loss, losses
 from eyefold.shape_facts.rounds import infer_with_values
 
 __all__ = [
@@ -175,17 +175,16 @@ def _learn(model: ir.Model, operands: RuleOperands | None = None) -> _Learned:
             logger.warning("%s", learned.failure)
             continue
         types = inferred_types(inference.model, names)
-        inputs = [v.name for v in model.graph.inputs if v.name]
         for target in piece.targets:
             graph = target.graph
             found = types.get((id(graph), target.name or "")) if graph else None
             if found is not None:
                 forget_made_up_dims(found, declared)
                 learned.types.append((target, found))
-            if target.name in root_targets and _feeds_eyelike(target):
-                loss = where_lost(inference, target.name, inputs)
-                if loss is not None:
-                    learned.losses.append((target, loss))
+        sources = [t for t in piece.targets if t.name in root_targets and _feeds_eyelike(t)]
+        inputs = [v.name for v in model.graph.inputs if v.name]
+        lost = losses(inference, [t.name or "" for t in sources], inputs)
+        learned.losses.extend((t, lost[t.name]) for t in sources if t.name in lost)
     return learned
 
 

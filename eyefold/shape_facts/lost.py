@@ -21,7 +21,7 @@ from eyefold.shape_facts.op_shapes import DATA_DEPENDENT, SAME_SHAPE, VALUE_INPU
 from eyefold.shape_facts.rounds import Dims, Inference
 from eyefold.shape_facts.values import RULES, slice_positions
 
-__all__ = ["SHAPE_LOST_KEY", "ShapeLoss", "input_loss", "where_lost"]
+__all__ = ["SHAPE_LOST_KEY", "ShapeLoss", "input_loss", "losses", "where_lost"]
 
 _MAX_STEPS = 256
 
@@ -321,7 +321,27 @@ def where_lost(
     Returns:
         The loss, or None when the shape is static after all.
     """
+    return losses(inference, [target], model_inputs).get(target)
+
+
+def losses(
+    inference: Inference, targets: Collection[str], model_inputs: Collection[str]
+) -> dict[str, ShapeLoss]:
+    """:func:`where_lost` of each target whose shape is not static, walking one graph."""
+    unresolved = [t for t in targets if not _static(inference.shapes.get(t))]
+    if not unresolved:
+        return {}
     walk = _Walk(inference, model_inputs)
+    found = {target: _walk_back(walk, target) for target in unresolved}
+    return {target: loss for target, loss in found.items() if loss is not None}
+
+
+def _static(dims: Dims | None) -> bool:
+    return dims is not None and all(isinstance(d, int) for d in dims)
+
+
+def _walk_back(walk: _Walk, target: str) -> ShapeLoss | None:
+    """Where ``target``'s shape was lost (see :func:`where_lost`)."""
     start = _Need("shape", target)
     if walk.is_known(start):
         return None

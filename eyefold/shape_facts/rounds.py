@@ -38,7 +38,8 @@ class Inference:
 
     Attributes:
         model: the last round's inferred model (value_info holds the shapes).
-        shapes: the dims of every value the last round typed, by name.
+        shapes: the dims of every value the last round typed, by name (only the
+            targets' when they all came out static).
         values: the shape values computed in the last round, by name (none when the
             targets came out static).
         rounds: how many rounds of onnx's inference ran.
@@ -68,6 +69,15 @@ def shape_table(graph: onnx.GraphProto) -> dict[str, Dims]:
     for info in [*graph.input, *graph.value_info, *graph.output]:
         dims = _dims(info.type)
         if dims is not None:
+            table[info.name] = dims
+    return table
+
+
+def _target_dims(graph: onnx.GraphProto, targets: set[str]) -> dict[str, Dims]:
+    """The dims of the targets only: the common case, every target static, reads no more."""
+    table: dict[str, Dims] = {}
+    for info in [*graph.value_info, *graph.output]:
+        if info.name in targets and (dims := _dims(info.type)) is not None:
             table[info.name] = dims
     return table
 
@@ -130,9 +140,10 @@ def infer_with_values(
         inferred = onnx.shape_inference.infer_shapes(
             model, check_type=False, strict_mode=False, data_prop=True
         )
+        found = _target_dims(inferred.graph, keep)
+        if all(_static(found, name) for name in targets):
+            return Inference(inferred, found, {}, round_number, computed)
         shapes = shape_table(inferred.graph)
-        if all(_static(shapes, name) for name in targets):
-            return Inference(inferred, shapes, {}, round_number, computed)
         values = propagate(inferred.graph.node, _constants(inferred.graph), shapes.get)
         result = Inference(inferred, shapes, values, round_number, computed)
         written = _write_constants(model.graph, values, keep)
