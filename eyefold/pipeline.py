@@ -186,10 +186,7 @@ def sort_first(model: ir.Model, record: RunRecord) -> None:
     """
     start = time.perf_counter()
     unsorted = sort_unsorted_graphs(model)
-    if unsorted:
-        seconds = time.perf_counter() - start
-        record.add(StepEntry("sort", seconds, Stage.READ, modified=True))
-        record.sorted_graphs.extend(unsorted)
+    record.add_sort(unsorted, time.perf_counter() - start)
 
 
 def run_pipeline(model: ir.Model, options: PipelineOptions | None = None) -> Report:

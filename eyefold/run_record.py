@@ -87,6 +87,12 @@ class RunRecord:
     output: Any = None
     progress: Progress = dataclasses.field(default_factory=Progress)
 
+    def add_sort(self, unsorted: list[str], seconds: float) -> None:
+        """Records the graphs sorted before any step read them (nothing when none was)."""
+        if unsorted:
+            self.add(StepEntry("sort", seconds, Stage.READ, modified=True))
+            self.sorted_graphs.extend(unsorted)
+
     def add(self, entry: StepEntry) -> StepEntry:
         """Appends ``entry`` and returns it (its time may still grow)."""
         self.steps.append(entry)

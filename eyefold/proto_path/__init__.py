@@ -138,10 +138,7 @@ def _sort(model: onnx.ModelProto, record: RunRecord) -> None:
     """Sorts the graphs of ``model`` that are out of order, as the record's first step."""
     start = time.perf_counter()
     unsorted = sort_model_graphs(model)
-    if unsorted:
-        seconds = time.perf_counter() - start
-        record.add(StepEntry("sort", seconds, Stage.READ, modified=True))
-        record.sorted_graphs.extend(unsorted)
+    record.add_sort(unsorted, time.perf_counter() - start)
 
 
 def _extract(

@@ -15,19 +15,12 @@ graph is left exactly as it is and an unsorted one changes as little as it can.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
 
 import onnx
 
+from eyefold.proto_path.scan import node_subgraphs
+
 __all__ = ["graph_is_sorted", "sort_graph", "sort_model_graphs"]
-
-
-def _subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
-    for attribute in node.attribute:
-        if attribute.type == onnx.AttributeProto.GRAPH:
-            yield attribute.g
-        elif attribute.type == onnx.AttributeProto.GRAPHS:
-            yield from attribute.graphs
 
 
 def _outer_reads(graph: onnx.GraphProto) -> set[str]:
@@ -36,7 +29,7 @@ def _outer_reads(graph: onnx.GraphProto) -> set[str]:
     read: set[str] = set()
     for node in graph.node:
         read.update(name for name in node.input if name)
-        for sub in _subgraphs(node):
+        for sub in node_subgraphs(node):
             read |= _outer_reads(sub)
         defined.update(node.output)
     return read - defined - {""}
@@ -56,7 +49,7 @@ def _reads(nodes: list[onnx.NodeProto]) -> list[list[str]]:
     reads = [node.input[:] for node in nodes]
     for position, node in enumerate(nodes):
         if node.op_type in _SUBGRAPH_OPS or node.domain not in _DEFAULT_DOMAINS:
-            for sub in _subgraphs(node):
+            for sub in node_subgraphs(node):
                 reads[position].extend(_outer_reads(sub))
     return reads
 
@@ -146,7 +139,7 @@ def sort_model_graphs(model: onnx.ModelProto) -> list[str]:
         if sort_graph(function):
             sorted_paths.append(path)
         for node in function.node:
-            for sub in _subgraphs(node):
+            for sub in node_subgraphs(node):
                 if sort_graph(sub):
                     sorted_paths.append(f"{path}/{node.name or node.op_type}")
                 _sort_subgraphs(sub, path, sorted_paths)
