@@ -97,10 +97,22 @@ def _constants(graph: onnx.GraphProto) -> dict[str, PartialValue]:
     return found
 
 
+def _read_where_unknown(inferred: onnx.GraphProto, shapes: dict[str, Dims]) -> set[str]:
+    """What the nodes with an output of no static shape read.
+
+    Only there does a known value written as a constant let onnx's next round infer more.
+    """
+    read: set[str] = set()
+    for node in inferred.node:
+        if any(name and not _static(shapes, name) for name in node.output):
+            read.update(node.input)
+    return read
+
+
 def _write_constants(
-    graph: onnx.GraphProto, values: dict[str, PartialValue], keep: set[str]
+    graph: onnx.GraphProto, values: dict[str, PartialValue], keep: set[str], useful: set[str]
 ) -> list[str]:
-    """Replaces each node whose one output is fully known by an initializer of that value."""
+    """Replaces nodes whose one output is fully known (and ``useful``) by initializers."""
     written: list[str] = []
     kept: list[onnx.NodeProto] = []
     for node in graph.node:
@@ -111,6 +123,7 @@ def _write_constants(
             or not value.known
             or node.op_type == "Constant"
             or outputs[0] in keep
+            or outputs[0] not in useful
             or node.domain not in ("", "ai.onnx")
         ):
             kept.append(node)
@@ -146,7 +159,8 @@ def infer_with_values(
         shapes = shape_table(inferred.graph)
         values = propagate(inferred.graph.node, _constants(inferred.graph), shapes.get)
         result = Inference(inferred, shapes, values, round_number, computed)
-        written = _write_constants(model.graph, values, keep)
+        useful = _read_where_unknown(inferred.graph, shapes)
+        written = _write_constants(model.graph, values, keep, useful)
         if not written:
             return result
         computed.extend(written)
