@@ -99,6 +99,8 @@ class CheckResult:
         """Which models ran how, and why not as they are."""
         if self.original_route is None and self.optimized_route is None:
             ran = "both models ran as they are"
+            if self.backend == REFERENCE:
+                ran = "both models ran on onnx's reference evaluator"
         else:
             ran = f"the original ran with {self.original_route or 'nothing changed'}"
             if self.optimized_route:
