@@ -22,7 +22,26 @@ __all__ = [
     "UpgradeError",
     "WholeModelNeeded",
     "WriteBackError",
+    "error_text",
+    "one_line",
 ]
+
+
+def one_line(message: str) -> str:
+    """The whole message on one line, whatever names a hostile file holds.
+
+    Whitespace runs (line breaks too) become one space; other control characters are
+    escaped. Messages from onnx, onnxruntime and the converters often continue after a
+    line break (onnx's checker prints the offending node there), so every message eyefold
+    passes on is flattened, never cut at its first line.
+    """
+    flat = " ".join(message.split())
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in flat)
+
+
+def error_text(error: BaseException) -> str:
+    """``error``'s message on one line, or its type's name when it has none."""
+    return one_line(str(error)) or type(error).__name__
 
 
 class EyefoldError(Exception):

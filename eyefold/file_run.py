@@ -12,7 +12,7 @@ import dataclasses
 import os
 from typing import TYPE_CHECKING
 
-from eyefold.errors import EyefoldError
+from eyefold.errors import EyefoldError, one_line
 from eyefold.run_record import Stage
 
 if TYPE_CHECKING:
@@ -26,16 +26,6 @@ if TYPE_CHECKING:
     from eyefold.run_record import RunRecord
 
 __all__ = ["error_line", "inspect_file", "one_line", "optimize_file"]
-
-
-def one_line(message: str) -> str:
-    """The message on one line, whatever names a hostile file holds.
-
-    Whitespace runs (line breaks too) become one space; other control characters are
-    escaped.
-    """
-    flat = " ".join(message.split())
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in flat)
 
 
 def error_line(error: BaseException) -> str:
@@ -55,6 +45,7 @@ def optimize_file(
     record: RunRecord,
     *,
     check: bool = False,
+    check_inputs: str | None = None,
     external_data: bool = False,
 ) -> Report:
     """Optimizes one model file into ``output_path`` (which may be ``input_path``).
@@ -70,7 +61,9 @@ def optimize_file(
         options: what the pipeline does.
         record: the run's record, which collects timings, stats, the check and the files
             written; its progress shows the long steps.
-        check: run the original and the result on random inputs first (``--check``).
+        check: run the original and the result on the same inputs first (``--check``).
+        check_inputs: the ``.npz`` of those inputs, one array per graph input name
+            (``--check-inputs``); None: random inputs.
         external_data: write large tensors to ``<output>.data``.
 
     Returns:
@@ -91,12 +84,7 @@ def optimize_file(
     with_data = external_data or bool(run.data_files) or _may_not_fit(run, input_path)
     result = _saved_form(run, input_path, check=check)
     if check:
-        from eyefold.check.equivalence import check_equivalence
-
-        with record.step("check", "checking the result against the original"):
-            record.check = check_equivalence(
-                input_path, result, workdir=os.path.dirname(os.path.abspath(output_path))
-            )
+        _check(input_path, result, output_path, record, check_inputs)
     with record.step("save", f"saving {output_path}"):
         record.output = _save(
             result, input_path, output_path, record, asked=external_data, with_data=with_data
@@ -105,6 +93,25 @@ def optimize_file(
     from eyefold.report import build_report
 
     return build_report(record)
+
+
+def _check(
+    input_path: str,
+    result: onnx.ModelProto | ir.Model,
+    output_path: str,
+    record: RunRecord,
+    inputs_path: str | None,
+) -> None:
+    """``--check``: the result against the original, as a step of ``record``."""
+    from eyefold.check.equivalence import check_equivalence
+
+    with record.step("check", "checking the result against the original"):
+        record.check = check_equivalence(
+            input_path,
+            result,
+            workdir=os.path.dirname(os.path.abspath(output_path)),
+            inputs_path=inputs_path,
+        )
 
 
 def inspect_file(input_path: str, options: PipelineOptions, record: RunRecord) -> Report:

@@ -18,18 +18,20 @@ import onnx_ir as ir
 
 from eyefold.core.domains import default_opset
 from eyefold.core.metadata_keys import REPORT_META_KEY
+from eyefold.core.node_order import sort_unsorted_graphs
 from eyefold.core.rule_spec import PHASES
 from eyefold.options import LOWERED_RUNTIMES, PipelineOptions
 from eyefold.passes.apply_rules import ApplyEyeLikeRulesPass
 from eyefold.passes.census import TakeEyeLikeCensusPass
 from eyefold.passes.fold_eye_like import FoldEyeLikePass
 from eyefold.passes.infer_eye_like import InferEyeLikeOutputsPass
-from eyefold.passes.infer_input_shapes import InferEyeLikeInputShapesPass
+from eyefold.passes.infer_input_shapes import InferEyeLikeInputShapesPass, RuleOperands
 from eyefold.passes.legalize_eye_like import LegalizeEyeLikePass
 from eyefold.passes.lower_eye_like import LowerEyeLikePass
 from eyefold.passes.pin_input_shapes import PinInputShapesPass
 from eyefold.passes.upgrade_opset import UpgradeOpsetPass
 from eyefold.report import Report, build_report
+from eyefold.rule_registry import select_rules
 from eyefold.run_record import RunRecord, Stage, StepEntry
 
 __all__ = [
@@ -42,6 +44,7 @@ __all__ = [
     "report_of",
     "run_pipeline",
     "run_steps",
+    "sort_first",
 ]
 
 # Without a target runtime, the EyeLike nodes left are judged against this one's table
@@ -70,9 +73,10 @@ def pipeline_steps(options: PipelineOptions | None = None) -> list[Step]:
         steps.append(Step("pin-input-shapes", PinInputShapesPass(options.input_shapes)))
     if options.upgrade:
         # Before shape inference: onnx propagates shape data through Unsqueeze, Concat,
-        # Squeeze, Slice and Cast only from opset 13.
+        # Squeeze, Slice and Cast only from opset 13 (eyefold's shape values do below).
         steps.append(Step("upgrade", UpgradeOpsetPass(options.target_opset)))
-    steps.append(Step("infer-input-shapes", InferEyeLikeInputShapesPass()))
+    inference = InferEyeLikeInputShapesPass(_rule_operands(options))
+    steps.append(Step("infer-input-shapes", inference))
     steps.append(Step("census", TakeEyeLikeCensusPass()))
     rules = {
         phase: ApplyEyeLikeRulesPass(
@@ -112,6 +116,16 @@ def pipeline_steps(options: PipelineOptions | None = None) -> list[Step]:
     return steps
 
 
+def _rule_operands(options: PipelineOptions) -> RuleOperands:
+    """The operands next to an EyeLike that the selected rules read, for inference."""
+    specs = select_rules(options.rules, relaxed=options.relaxed)
+    reading = [s for s in specs if s.reach.reads_operands]
+    return RuleOperands(
+        frozenset().union(*(s.reach.reads_operands for s in reading)),
+        frozenset().union(*(s.reach.becomes_eyelike for s in reading)),
+    )
+
+
 @dataclasses.dataclass
 class PipelineResult(ir.passes.PassResult):
     """The result of running steps: each step's own result, and the run's report.
@@ -148,6 +162,8 @@ def run_steps(
     record = RunRecord() if record is None else record
     if record.opset_before is None:
         record.opset_before = default_opset(model.opset_imports)
+    if alone:
+        sort_first(model, record)
     first = len(record.steps)
     for step in steps:
         start = time.perf_counter()
@@ -160,6 +176,17 @@ def run_steps(
     modified = any(entry.modified for entry in entries)
     report = build_report(record) if alone else None
     return PipelineResult(model, modified, steps=entries, report=report)
+
+
+def sort_first(model: ir.Model, record: RunRecord) -> None:
+    """Sorts the graphs of ``model`` that are out of order, as the record's first step.
+
+    Real tools write unsorted graphs (onnxruntime's float16 converter does); onnx's checker
+    and inference, which the steps use, need them sorted. A sorted model gets no step.
+    """
+    start = time.perf_counter()
+    unsorted = sort_unsorted_graphs(model)
+    record.add_sort(unsorted, time.perf_counter() - start)
 
 
 def run_pipeline(model: ir.Model, options: PipelineOptions | None = None) -> Report:

@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 __all__ = ["NodeOutcome", "Report", "StepTiming", "build_report"]
 
 
+# NodeOutcome fields the JSON carries only when they say something.
+_OPTIONAL_KEYS = ("shape_lost", "rules_declined")
+
+
 @dataclasses.dataclass
 class NodeOutcome:
     """One EyeLike node: where it is, what eyefold did with it and why.
@@ -46,6 +50,10 @@ class NodeOutcome:
         lowered: whether the node was replaced by primitive ops (``--lower-eyelike``,
             ``--target-runtime tensorrt``); ``runtime_note`` then says into what.
         runtime_note: the runtime check and its outcome in words, None when not checked.
+        shape_lost: for an input shape that is not static, where it was lost (``value``,
+            ``node``, ``op``, ``why``); None otherwise (and then left out of the JSON).
+        rules_declined: the rules that looked at the node and declined, each with why
+            (``{"rule", "reason"}``); left out of the JSON when none did.
     """
 
     name: str
@@ -63,6 +71,8 @@ class NodeOutcome:
     legalized: bool = False
     lowered: bool = False
     runtime_note: str | None = None
+    shape_lost: dict[str, str | None] | None = None
+    rules_declined: list[dict[str, str]] = dataclasses.field(default_factory=list)
 
     @classmethod
     def from_facts(cls, facts: EyeLikeFacts) -> NodeOutcome:
@@ -79,7 +89,16 @@ class NodeOutcome:
             from_inputs=list(facts.from_inputs),
             input_dtype=facts.input_dtype.name if facts.input_dtype is not None else None,
             opset=facts.scope.opset,
+            shape_lost=facts.shape_lost.to_dict() if facts.shape_lost is not None else None,
         )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The node's entry in the JSON report; the optional entries only when set."""
+        entry = dataclasses.asdict(self)
+        for key in _OPTIONAL_KEYS:
+            if not entry[key]:
+                del entry[key]
+        return entry
 
 
 @dataclasses.dataclass
@@ -123,7 +142,7 @@ class Report:
         result: dict[str, Any] = {
             "opset": {"before": self.opset_before, "after": self.opset_after},
             "eyelike": self.counts(),
-            "nodes": [dataclasses.asdict(node) for node in self.nodes],
+            "nodes": [node.to_dict() for node in self.nodes],
             "steps": [dataclasses.asdict(step) for step in self.steps],
             "warnings": list(self.warnings),
         }
@@ -149,6 +168,7 @@ def build_report(record: RunRecord) -> Report:
     left_outcomes = [NodeOutcome.from_facts(f) for f in facts.left]
     report.nodes = [NodeOutcome.from_facts(f) for f in facts.folded] + left_outcomes
     report.nodes.extend(_removed(facts.found, [*facts.folded, *facts.left], facts.removed_by))
+    _add_declines(report, [*facts.folded, *facts.left], facts.found, facts.rule_declines)
     report.extra["rules"] = facts.hits
     if facts.declined:
         report.extra["rules_declined"] = facts.declined
@@ -159,8 +179,27 @@ def build_report(record: RunRecord) -> Report:
     return report
 
 
+def _add_declines(
+    report: Report,
+    reported: list[EyeLikeFacts],
+    found: list[EyeLikeFacts],
+    declines: dict[int, dict[str, str]],
+) -> None:
+    """Which rules declined at each node (by census number), and why."""
+    if not declines:
+        return
+    present = [origin_of(facts.node) for facts in reported]
+    gone = [n for n in range(len(found)) if n not in present]
+    for outcome, number in zip(report.nodes, [*present, *gone], strict=True):
+        reasons = declines.get(number) if number is not None else None
+        if reasons:
+            outcome.rules_declined = [{"rule": r, "reason": why} for r, why in reasons.items()]
+
+
 def _add_file_facts(report: Report, record: RunRecord) -> None:
     """The command's stats, check and files written, when the run had them."""
+    if record.sorted_graphs:
+        report.extra["sorted"] = list(record.sorted_graphs)
     if record.before is not None:
         after = record.after
         report.extra["ops"] = {

@@ -69,6 +69,8 @@ class RunRecord:
             ``whole_model`` key).
         before: stats of the input model, when counted.
         after: stats of the result, when counted.
+        sorted_graphs: the graphs that were not in topological order and were sorted
+            before any step read them (``main``, ``function f``...).
         check: the ``--check`` outcome, if it ran.
         output: the files written, if any.
         progress: where long steps say what they are doing.
@@ -80,9 +82,16 @@ class RunRecord:
     route: dict[str, Any] = dataclasses.field(default_factory=dict)
     before: ModelStats | None = None
     after: ModelStats | None = None
+    sorted_graphs: list[str] = dataclasses.field(default_factory=list)
     check: Any = None
     output: Any = None
     progress: Progress = dataclasses.field(default_factory=Progress)
+
+    def add_sort(self, unsorted: list[str], seconds: float) -> None:
+        """Records the graphs sorted before any step read them (nothing when none was)."""
+        if unsorted:
+            self.add(StepEntry("sort", seconds, Stage.READ, modified=True))
+            self.sorted_graphs.extend(unsorted)
 
     def add(self, entry: StepEntry) -> StepEntry:
         """Appends ``entry`` and returns it (its time may still grow)."""

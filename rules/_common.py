@@ -11,7 +11,7 @@ import onnx_ir as ir
 from eyefold.core.constants import constant_tensor, is_identity_array
 from eyefold.core.domains import DEFAULT_DOMAINS, default_opset
 from eyefold.core.eyelike_types import allowed_types
-from eyefold.core.metadata_keys import LEGALIZED_FOR_KEY
+from eyefold.core.metadata_keys import LEGALIZED_FOR_KEY, RULE_FACTS_KEY
 from eyefold.core.shapes import merge_shapes
 
 __all__ = [
@@ -21,6 +21,8 @@ __all__ = [
     "eyelike_dtype",
     "eyelike_k",
     "identity_operand",
+    "known_dtype",
+    "known_shape",
     "legalized_for",
     "same_dim",
     "scope_opset",
@@ -42,6 +44,20 @@ def scope_opset(graph_or_function: ir.Graph | ir.Function, model: ir.Model) -> i
     if isinstance(graph_or_function, ir.Function):
         return default_opset(graph_or_function.opset_imports, model.opset_imports)
     return default_opset(model.opset_imports)
+
+
+def known_shape(value: ir.Value) -> ir.Shape | None:
+    """The value's shape, else what eyefold's inference found for the rules (never saved)."""
+    if value.shape is not None:
+        return value.shape
+    return value.meta.get(RULE_FACTS_KEY, (None, None))[1]
+
+
+def known_dtype(value: ir.Value) -> ir.DataType | None:
+    """The value's element type, else what eyefold's inference found for the rules."""
+    if value.dtype is not None:
+        return value.dtype
+    return value.meta.get(RULE_FACTS_KEY, (None, None))[0]
 
 
 def legalized_for(node: ir.Node | None) -> str | None:

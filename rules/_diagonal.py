@@ -24,8 +24,15 @@ from onnxscript.rewriter import MatchResult, RewriteRule, RewriteRuleClassBase
 
 from eyefold.core.domains import DEFAULT_DOMAINS
 from eyefold.core.eyelike_types import EYELIKE_TYPES_OPSET_22
-from eyefold.core.rule_spec import Exactness, Reach, RuleSpec
-from eyefold.rules._common import eyelike_k, legalized_for, same_dim, scope_opset
+from eyefold.core.rule_spec import Exactness, Mismatch, Reach, RuleSpec
+from eyefold.rules._common import (
+    eyelike_k,
+    known_dtype,
+    known_shape,
+    legalized_for,
+    same_dim,
+    scope_opset,
+)
 from eyefold.rules._diagonal_build import DiagonalPlan, build_diagonal
 
 __all__ = [
@@ -50,7 +57,12 @@ _SAME_SHAPE_OPS = frozenset({"Cast", "CastLike", "Identity"})
 
 # Root: the ReduceSum after Mul(data, mask), the mask read through a Cast, CastLike or
 # Identity; the data side's shape chain is read too, beyond the EyeLike's neighbourhood.
-_REACH = Reach(depth=3, becomes_eyelike=_SAME_SHAPE_OPS, reads_past=frozenset({"Mul"}))
+_REACH = Reach(
+    depth=3,
+    becomes_eyelike=_SAME_SHAPE_OPS,
+    reads_past=frozenset({"Mul"}),
+    reads_operands=frozenset({"Mul"}),
+)
 
 Item = int | tuple[ir.Value, int]
 
@@ -82,8 +94,8 @@ def _rank(value: ir.Value | None) -> int | None:
     for _ in range(4):
         if value is None:
             return None
-        if value.shape is not None:
-            return len(value.shape)
+        if (shape := known_shape(value)) is not None:
+            return len(shape)
         node = value.producer()
         if node is None or node.domain not in DEFAULT_DOMAINS:
             return None
@@ -98,8 +110,8 @@ def _rank(value: ir.Value | None) -> int | None:
 def _element_type(value: ir.Value | None) -> ir.DataType | None:
     """The element type of ``value``, read through Transpose, Identity and Cast."""
     for _ in range(4):
-        if value is None or value.dtype is not None:
-            return None if value is None else value.dtype
+        if value is None or known_dtype(value) is not None:
+            return None if value is None else known_dtype(value)
         node = value.producer()
         if node is None or node.domain not in DEFAULT_DOMAINS:
             return None
@@ -175,9 +187,10 @@ def _aliases(value: ir.Value, axis: int) -> list[tuple[ir.Value, int]]:
 
 
 def _dim_of(value: ir.Value, axis: int) -> int | ir.SymbolicDim | None:
-    if value.shape is None or not 0 <= axis < len(value.shape):
+    shape = known_shape(value)
+    if shape is None or not 0 <= axis < len(shape):
         return None
-    return value.shape[axis]
+    return shape[axis]
 
 
 def _same_dim(item: Item, target: ir.Value, axis: int) -> bool:
@@ -205,7 +218,7 @@ def _mask_eyelike(mask: ir.Value) -> ir.Node | str:
         mask = node.inputs[0]
         node = mask.producer() if mask is not None else None
     if node is None or node.op_type != "EyeLike" or node.domain not in DEFAULT_DOMAINS:
-        return "no EyeLike mask"
+        return Mismatch("no EyeLike mask")
     if len(mask.uses()) != 1 or mask.is_graph_output():
         return "the mask is used twice; the rule rewrites only a mask it removes"
     return node
@@ -285,8 +298,9 @@ def plan_diagonal(
             return "the mask's k or the data's rank is unknown"
         mul_type = _element_type(data) or total.dtype
         if mul_type not in dtypes:
-            name = mul_type.name if mul_type is not None else "unknown"
-            return f"element type {name} is not one this rule handles"
+            if mul_type is None:
+                return "the element type of the data is unknown"
+            return Mismatch(f"element type {mul_type.name} is not one this rule handles")
         items = _mask_items(eye)
         if items is None or len(items) != 2:
             return "the mask's shape is not known to be two dims of the data"
@@ -297,7 +311,8 @@ def plan_diagonal(
             return axis
         source, dims, cast_to = _look_through(data, rank, mul_type)
         return DiagonalPlan(source, dims, rank, k, axis == rank - 2, cast_to)
-    return "; ".join(dict.fromkeys(reasons))
+    joined = "; ".join(dict.fromkeys(reasons))
+    return Mismatch(joined) if all(isinstance(r, Mismatch) for r in reasons) else joined
 
 
 class MaskedSumDiagonalBase(RewriteRuleClassBase):
@@ -315,10 +330,12 @@ class MaskedSumDiagonalBase(RewriteRuleClassBase):
     def check(self, context, a: ir.Value, b: ir.Value, total: ir.Value) -> MatchResult:
         """Accepts a sum over one dim of an EyeLike mask that covers the data's last dims."""
         result = MatchResult()
+        plan = plan_diagonal(a, b, total, self.DTYPES)
+        if isinstance(plan, Mismatch):  # another pattern, or the other rule's types
+            return result.fail(plan)
         opset = scope_opset(context.graph_or_function, context.model)
         if opset is None or opset < MIN_OPSET:
             return result.fail(f"opset {opset} is below {MIN_OPSET} (Reshape allowzero)")
-        plan = plan_diagonal(a, b, total, self.DTYPES)
         if isinstance(plan, str):
             return result.fail(plan)
         return result

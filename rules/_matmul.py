@@ -12,7 +12,7 @@ from typing import ClassVar
 import onnx_ir as ir
 from onnxscript.rewriter import MatchResult, RewriteRule, RewriteRuleClassBase
 
-from eyefold.core.rule_spec import Exactness, Phase, Reach, RuleSpec
+from eyefold.core.rule_spec import Exactness, Mismatch, Phase, Reach, RuleSpec
 from eyefold.rules._common import constant_tensor, identity_operand, same_dim
 
 __all__ = [
@@ -96,12 +96,13 @@ class MatMulIdentityBase(RewriteRuleClassBase):
         result = MatchResult()
         declared = {a.dtype, b.dtype} - {None}
         if declared and not declared & self.DTYPES:  # before reading any constant
-            return result.fail("element type is not one this rule handles")
+            return result.fail(Mismatch("element type is not one this rule handles"))
         side = identity_side(a, b)
         if isinstance(side, str):
             return result.fail(side)
         if side[1] not in self.DTYPES:
-            return result.fail(f"element type {side[1].name} is not one this rule handles")
+            name = side[1].name
+            return result.fail(Mismatch(f"element type {name} is not one this rule handles"))
         return result
 
     def rewrite(self, op, a: ir.Value, b: ir.Value, product: ir.Value) -> ir.Value:

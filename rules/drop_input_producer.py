@@ -30,7 +30,7 @@ import onnx_ir as ir
 from onnxscript.rewriter import MatchResult, RewriteRuleClassBase
 
 from eyefold.core.eyelike_types import EYELIKE_MIN_OPSET
-from eyefold.core.rule_spec import Reach, RuleSpec
+from eyefold.core.rule_spec import Mismatch, Reach, RuleSpec
 from eyefold.rules._common import (
     DEFAULT_DOMAINS,
     adopt_shape,
@@ -151,9 +151,10 @@ class DropInputProducer(RewriteRuleClassBase):
         producer = produced.producer()
         known = producer.op_type in SHAPE_PRESERVING_OPS
         if not known or producer.domain not in DEFAULT_DOMAINS:
-            return result.fail(f"{producer.op_type} is not a known shape-preserving op")
+            not_known = f"{producer.op_type} is not a known shape-preserving op"
+            return result.fail(Mismatch(not_known))
         if len(producer.outputs) != 1:
-            return result.fail(f"{producer.op_type} has more than one output")
+            return result.fail(Mismatch(f"{producer.op_type} has more than one output"))
         if not shapes_agree(x, produced):
             return result.fail(f"declared shapes around {producer.op_type} disagree")
         opset = scope_opset(context.graph_or_function, context.model)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import onnx_ir as ir
 from onnxscript.rewriter import MatchResult, RewriteRuleClassBase
 
-from eyefold.core.rule_spec import Reach, RuleSpec
+from eyefold.core.rule_spec import Mismatch, Reach, RuleSpec
 from eyefold.rules._common import INT64_MIN, eyelike_k, square_dim
 
 __all__ = ["TransposeToNegativeK", "rule", "spec"]
@@ -42,7 +42,7 @@ class TransposeToNegativeK(RewriteRuleClassBase):
         if perm is not None and (
             perm.type != ir.AttributeType.INTS or list(perm.as_ints()) != [1, 0]
         ):
-            return result.fail("Transpose perm is not [1, 0]")
+            return result.fail(Mismatch("Transpose perm is not [1, 0]"))
         if square_dim(x) is None:
             return result.fail("EyeLike input is not known to be square")
         k = eyelike_k(eye.producer())

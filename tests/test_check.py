@@ -266,3 +266,117 @@ def test_models_with_external_data(tmp_path: Path) -> None:
     result = check_equivalence(tmp_path / "m.onnx", lazy, workdir=str(tmp_path))
     assert result.backend == "onnxruntime" and result.max_abs_diff == {"y": 0.0}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "m.onnx.data"]
+
+
+# A BOOL EyeLike onnxruntime cannot load, behind a negative Pad onnx's reference evaluator
+# cannot run: MossFormer's two obstacles, in five nodes.
+def _unrunnable_twice() -> onnx.ModelProto:
+    from onnx import TensorProto, helper
+
+    pads = onnx.numpy_helper.from_array(np.array([0, 1, 0, -1], dtype=np.int64), "pads")
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        helper.make_node("Gather", ["shape", "first"], ["n"]),
+        helper.make_node("Concat", ["n", "n"], ["dims"], axis=0),
+        helper.make_node(
+            "ConstantOfShape",
+            ["dims"],
+            ["zeros"],
+            value=helper.make_tensor("v", TensorProto.BOOL, [1], [False]),
+        ),
+        helper.make_node("EyeLike", ["zeros"], ["mask"], name="eye"),
+        helper.make_node("Pad", ["x", "pads"], ["padded"], name="pad"),
+        helper.make_node("MatMul", ["padded", "xt"], ["gram"]),
+        helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0]),
+        helper.make_node("Where", ["mask", "zero", "gram"], ["y"]),
+    ]
+    order = [0, 1, 2, 3, 4, 5, 7, 6, 8]
+    graph = helper.make_graph(
+        [nodes[i] for i in order],
+        "unrunnable_twice",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", "n"])],
+        [
+            pads,
+            onnx.numpy_helper.from_array(np.array(0.0, dtype=np.float32), "zero"),
+            onnx.numpy_helper.from_array(np.array([0], dtype=np.int64), "first"),
+        ],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+@pytest.mark.parametrize("target_runtime", [None, "onnxruntime"])
+def test_a_model_neither_backend_runs_is_checked_with_its_eyelike_lowered(
+    tmp_path: Path, target_runtime: str | None
+) -> None:
+    original = tmp_path / "original.onnx"
+    onnx.save(_unrunnable_twice(), original)
+    optimized = load_model(original)
+    eyefold.optimize(optimized, target_runtime=target_runtime)
+    result = check_equivalence(original, optimized)
+    assert result.backend == "onnxruntime"
+    assert result.original_route is not None and "(eye)" in result.original_route
+    assert "index can't contain negative values" in (result.backend_reason or "")
+    lowered_result = result.optimized_route is not None
+    assert lowered_result == (target_runtime is None)
+    line = result.describe()
+    assert "the original ran with its EyeLike node onnxruntime cannot run (eye)" in line
+    if target_runtime:
+        assert "the result ran as written (onnxruntime loads it)" in line
+    # The route is sound: a wrong result still fails.
+    changed = load_model(original)
+    eyefold.optimize(changed, target_runtime="onnxruntime")
+    where = next(n for n in changed.graph if n.op_type == "Where")
+    where.replace_input_with(1, where.inputs[2])
+    with pytest.raises(CheckFailedError, match="differs under onnxruntime"):
+        check_equivalence(original, changed)
+
+
+def test_check_inputs_are_fed_as_given(tmp_path: Path) -> None:
+    source = SAMPLES / "static_matmul.onnx"
+    optimized = _optimized(source)
+    x = np.arange(16, dtype=np.float32).reshape(4, 4)
+    feeds = tmp_path / "feeds.npz"
+    np.savez(feeds, x=x)
+    result = check_equivalence(source, optimized, inputs_path=str(feeds))
+    assert result.inputs == {"x": [4, 4]} and result.inputs_from == str(feeds)
+    assert f"inputs from {feeds}" in result.describe()
+
+
+@pytest.mark.parametrize(
+    ("arrays", "message"),
+    [
+        ({}, "missing \\['x'\\]"),
+        ({"x": np.zeros((4, 4), np.float32), "z": np.zeros(1)}, "not inputs \\['z'\\]"),
+        ({"x": np.zeros((4, 4), np.float64)}, "'x' is float64\\[4, 4\\]"),
+        ({"x": np.zeros((4, 5), np.float32)}, "'x' is float32\\[4, 5\\]"),
+    ],
+    ids=["missing", "extra", "dtype", "shape"],
+)
+def test_check_inputs_that_do_not_fit_are_refused(
+    tmp_path: Path, arrays: dict, message: str
+) -> None:
+    feeds = tmp_path / "feeds.npz"
+    np.savez(feeds, **arrays)
+    optimized = _optimized(SAMPLES / "static_matmul.onnx")
+    with pytest.raises(EyefoldError, match=message):
+        check_equivalence(SAMPLES / "static_matmul.onnx", optimized, inputs_path=str(feeds))
+
+
+def test_check_inputs_cli(tmp_path: Path, capsys) -> None:
+    from eyefold.cli import main
+
+    feeds = tmp_path / "feeds.npz"
+    np.savez(feeds, x=np.ones((4, 4), np.float32))
+    output = tmp_path / "out.onnx"
+    args = ["optimize", str(SAMPLES / "static_matmul.onnx"), str(output)]
+    assert main([*args, "--check", "--check-inputs", str(feeds)]) == 0
+    assert f"inputs from {feeds}" in capsys.readouterr().out
+    assert main([*args, "--check-inputs", str(feeds)]) == 0
+    assert "--check-inputs has no effect without --check" in capsys.readouterr().err
+    np.savez(feeds, y=np.ones((4, 4), np.float32))
+    assert main([*args, "--check", "--check-inputs", str(feeds)]) == 1
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "missing ['x']" in error
+    with pytest.raises(SystemExit):
+        main(["optimize", str(SAMPLES), "--output-dir", str(tmp_path), "--check-inputs", "f"])

@@ -251,3 +251,13 @@ def test_inputs_feeding_is_the_same_in_any_order_of_questions(order: list[str]) 
     assert {name: set(index.inputs_feeding(name)) for name in order} == {
         name: expected[name] for name in order
     }
+
+
+REAL = sorted((ROOT / "sample_models" / "real").glob("*.onnx"))
+
+
+@pytest.mark.parametrize("path", REAL, ids=[p.stem for p in REAL])
+def test_real_exports(path: Path) -> None:
+    # Their random inputs do not run everywhere (hippynn's indices, MossFormer's negative
+    # Pad under the reference evaluator): tests/test_real_exports.py runs them for real.
+    compare_paths(onnx.load(str(path)), OPTIONS["default"], run=False)

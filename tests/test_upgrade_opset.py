@@ -383,14 +383,16 @@ def test_opset_8_model_without_eyelike_is_upgraded(upgrade_models):
     _assert_same_outputs(model, upgraded)
 
 
-def test_torch_eye_chain_at_opset_9_folds_only_with_the_upgrade(upgrade_models):
+def test_torch_eye_chain_at_opset_9_folds_with_and_without_the_upgrade(upgrade_models):
     model = upgrade_models.torch_eye_chain(9)
     upgraded = eyefold.optimize_with_report(model)
     assert [n.action for n in upgraded.report.nodes] == ["folded"]
     assert "EyeLike" not in {n.op_type for n in upgraded.model.graph.node}
     _assert_same_outputs(model, upgraded.model)
+    # onnx's data propagation stops at Unsqueeze below opset 13; eyefold's shape values
+    # between its rounds of inference do not.
     kept = eyefold.optimize_with_report(model, upgrade=False)
-    assert [n.action for n in kept.report.nodes] == ["inferred"]
+    assert [n.action for n in kept.report.nodes] == ["folded"]
     assert _opset(kept.model) == 9
     _assert_same_outputs(model, kept.model)
 

@@ -27,9 +27,15 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from eyefold.check.backends import REFERENCE, prepare_source, run_both
-from eyefold.check.inputs import DEFAULT_DIM, INPUT_LIMIT_BYTES, random_inputs
-from eyefold.errors import CheckFailedError
+from eyefold.check.backends import ORT, REFERENCE, prepare_source, run_both
+from eyefold.check.inputs import (
+    DEFAULT_DIM,
+    INPUT_LIMIT_BYTES,
+    inputs_from_file,
+    random_inputs,
+)
+from eyefold.errors import CheckFailedError, EyefoldError
+from eyefold.runtime.installed import installed_version
 
 __all__ = [
     "DEFAULT_DIM",
@@ -64,6 +70,11 @@ class CheckResult:
         tolerances: the (rtol, atol) applied per floating output type, by type name.
         max_abs_diff: the largest difference seen per floating output (0.0 when equal).
         seconds: wall time of the whole check.
+        inputs_from: the ``--check-inputs`` file the inputs came from (None: random).
+        original_route: how the original ran when not as given (its unrunnable EyeLike
+            nodes lowered), else None.
+        optimized_route: how the optimized model ran when not as written, else None.
+        backend_version: the version of the backend that ran (onnxruntime's).
     """
 
     backend: str
@@ -75,13 +86,33 @@ class CheckResult:
     tolerances: dict[str, dict[str, float]]
     max_abs_diff: dict[str, float]
     seconds: float = 0.0
+    inputs_from: str | None = None
+    original_route: str | None = None
+    optimized_route: str | None = None
+    backend_version: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The ``check`` entry of the JSON report."""
         return dataclasses.asdict(self)
 
+    def _what_ran(self) -> str:
+        """Which models ran how, and why not as they are."""
+        if self.original_route is None and self.optimized_route is None:
+            ran = "both models ran as they are"
+            if self.backend == REFERENCE:
+                ran = "both models ran on onnx's reference evaluator"
+        else:
+            ran = f"the original ran with {self.original_route or 'nothing changed'}"
+            if self.optimized_route:
+                ran += f"; the result ran with {self.optimized_route}"
+            else:
+                ran += f"; the result ran as written ({self.backend} loads it)"
+        if self.backend_reason:
+            ran += f", because {self.backend_reason}"
+        return ran
+
     def describe(self) -> str:
-        """One line for the summary."""
+        """One line for the summary: what ran, on what, and how the outputs compared."""
         rule = "bit-identical"
         if self.tolerances:
             rule = "integers bit-identical, floats within " + ", ".join(
@@ -89,9 +120,12 @@ class CheckResult:
                 for t, v in self.tolerances.items()
             )
         count = f"{len(self.outputs)} output{'s' if len(self.outputs) != 1 else ''}"
-        line = f"check: {count} equal under {self.backend} ({rule})"
-        if self.backend_reason:
-            line += f"; {self.backend_reason}"
+        backend = self.backend
+        if self.backend_version:
+            backend += f" {self.backend_version}"
+        line = f"check: {count} equal under {backend} ({rule}); {self._what_ran()}"
+        if self.inputs_from:
+            line += f"; inputs from {self.inputs_from}"
         if self.defaulted_dims:
             dims = ", ".join(f"{k}={v}" for k, v in self.defaulted_dims.items())
             line += f"; symbolic dims defaulted: {dims} (pin them with --input-shape)"
@@ -188,14 +222,30 @@ def _tolerances_applied(
     }
 
 
+def _run_both(original, optimized, feeds: dict[str, np.ndarray], *, random: bool):
+    """:func:`run_both`; a model random inputs cannot run gets a hint at --check-inputs."""
+    try:
+        return run_both(original, optimized, feeds)
+    except CheckFailedError:
+        raise
+    except EyefoldError as error:
+        if not random:
+            raise
+        raise EyefoldError(
+            f"{error}; if random inputs cannot run this model (indices, say), give"
+            " real ones with --check-inputs FILE.npz"
+        ) from None
+
+
 def check_equivalence(
     original: ir.Model | onnx.ModelProto | str | os.PathLike[str],
     optimized: ir.Model | onnx.ModelProto,
     *,
     seed: int = 0,
     workdir: str | None = None,
+    inputs_path: str | None = None,
 ) -> CheckResult:
-    """Runs both models on the same random inputs and requires equal outputs.
+    """Runs both models on the same inputs and requires equal outputs.
 
     Neither model is changed. Inputs are generated from the optimized model's graph inputs,
     where ``--input-shape`` pins are applied.
@@ -205,6 +255,8 @@ def check_equivalence(
         optimized: the optimized model.
         seed: seed of the random inputs.
         workdir: folder for a temporary copy of a model too large to pass in memory.
+        inputs_path: an ``.npz`` file with one array per graph input (``--check-inputs``);
+            None: random inputs.
 
     Returns:
         How the models were compared.
@@ -221,20 +273,27 @@ def check_equivalence(
             if isinstance(optimized, onnx.ModelProto)
             else optimized
         )
-        feeds, defaulted = random_inputs(optimized_model, seed=seed)
+        if inputs_path is not None:
+            feeds, defaulted = inputs_from_file(optimized_model, inputs_path), {}
+        else:
+            feeds, defaulted = random_inputs(optimized_model, seed=seed)
         optimized_source = prepare_source(optimized, scratch, "optimized")
         original_source = prepare_source(original, scratch, "original")
-        want, got, backend, reason = run_both(original_source, optimized_source, feeds)
-    exact = backend == REFERENCE
-    diffs = _compare(want, got, backend, exact)
+        run = _run_both(original_source, optimized_source, feeds, random=inputs_path is None)
+    exact = run.backend == REFERENCE
+    diffs = _compare(run.want, run.got, run.backend, exact)
     return CheckResult(
-        backend=backend,
-        backend_reason=reason,
+        backend=run.backend,
+        backend_reason=run.reason,
         inputs={name: list(array.shape) for name, array in feeds.items()},
         defaulted_dims=defaulted,
-        outputs=list(want),
+        outputs=list(run.want),
         exact=exact,
-        tolerances={} if exact else _tolerances_applied(want, diffs),
+        tolerances={} if exact else _tolerances_applied(run.want, diffs),
         max_abs_diff=diffs,
         seconds=time.perf_counter() - start,
+        inputs_from=inputs_path,
+        original_route=run.original,
+        optimized_route=run.optimized,
+        backend_version=installed_version() if run.backend == ORT else None,
     )

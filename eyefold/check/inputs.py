@@ -1,9 +1,12 @@
-"""The random inputs ``--check`` feeds to both models.
+"""The inputs ``--check`` feeds to both models: random, or the user's (``--check-inputs``).
 
 Inputs are random, from a fixed seed, in every graph input's element type. A symbolic or
 unknown dim gets its ``--input-shape`` value when pinned, else :data:`DEFAULT_DIM` (the same
-value for every use of one symbolic name). Kept apart from the comparison so that what a
-model is fed can be read, and tested, without running it.
+value for every use of one symbolic name). Random inputs cannot run every model (indices
+out of range for a Gather, say), so ``--check-inputs FILE.npz`` gives one array per graph
+input name instead; each must have the input's element type and fit its declared dims.
+Kept apart from the comparison so that what a model is fed can be read, and tested,
+without running it.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import onnx_ir as ir
 
 from eyefold.errors import EyefoldError
 
-__all__ = ["DEFAULT_DIM", "INPUT_LIMIT_BYTES", "random_inputs"]
+__all__ = ["DEFAULT_DIM", "INPUT_LIMIT_BYTES", "inputs_from_file", "random_inputs"]
 
 # Symbolic dims without a pinned value get this size: small enough for any model to run
 # fast, and above 1 so that broadcasting mistakes still show.
@@ -100,3 +103,49 @@ def random_inputs(
         array = _random_array(rng, value.dtype, shape, name)
         feeds[name] = np.asarray(array)  # a 0-d result comes back as a numpy scalar
     return feeds, defaulted
+
+
+def _fits(array: np.ndarray, value: ir.Value) -> bool:
+    """Whether ``array`` has ``value``'s element type and fits its declared dims."""
+    dtype = value.dtype
+    if dtype is None or array.dtype != np.dtype(dtype.numpy()):
+        return False
+    shape = value.shape
+    if shape is None:
+        return True
+    if len(shape) != array.ndim:
+        return False
+    dims = zip(shape.dims, array.shape, strict=True)
+    return all(not isinstance(d, int) or d == n for d, n in dims)
+
+
+def inputs_from_file(model: ir.Model, path: str) -> dict[str, np.ndarray]:
+    """The feeds in ``path`` (``.npz``, one array per graph input name) for ``model``.
+
+    Raises:
+        EyefoldError: the file cannot be read, an input has no array or an array no
+            input, or an array's type or shape does not fit its input's declaration.
+    """
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            feeds = {name: archive[name] for name in archive.files}
+    except (OSError, ValueError) as error:
+        raise EyefoldError(f"--check-inputs cannot read {path}: {error}") from None
+    inputs = {v.name or "": v for v in model.graph.inputs if not v.is_initializer()}
+    missing = [name for name in inputs if name not in feeds]
+    extra = [name for name in feeds if name not in inputs]
+    if missing or extra:
+        raise EyefoldError(
+            f"--check-inputs {path} must hold one array per graph input"
+            f" ({', '.join(inputs)}): missing {missing or 'none'},"
+            f" not inputs {extra or 'none'}"
+        )
+    for name, value in inputs.items():
+        array = feeds[name]
+        if not _fits(array, value):
+            declared = f"{value.dtype.name if value.dtype else '?'}{value.shape}"
+            raise EyefoldError(
+                f"--check-inputs {path}: {name!r} is {array.dtype}{list(array.shape)}, the"
+                f" model declares {declared}"
+            )
+    return feeds

@@ -51,6 +51,7 @@ _EXAMPLES = """\
 examples:
   eyefold optimize model.onnx model.opt.onnx
   eyefold optimize model.onnx model.opt.onnx --check --report report.json
+  eyefold optimize model.onnx model.opt.onnx --check --check-inputs feeds.npz
   eyefold optimize model.onnx model.opt.onnx --input-shape x:1,3,224,224
   eyefold optimize big.onnx big.opt.onnx --external-data --size-limit 16M
   eyefold optimize model.onnx model.onnx -q      # in place, atomically
@@ -130,8 +131,15 @@ def _add_optimize_parser(commands: argparse._SubParsersAction) -> None:
     optimize.add_argument(
         "--check",
         action="store_true",
-        help="run original and result on random inputs (onnxruntime, else onnx.reference);"
-        " write nothing unless the outputs are equal",
+        help="run original and result on random inputs (onnxruntime, else onnx.reference,"
+        " else onnxruntime with the EyeLike nodes it cannot run lowered); write nothing"
+        " unless the outputs are equal",
+    )
+    optimize.add_argument(
+        "--check-inputs",
+        metavar="FILE.npz",
+        help="with --check: feed these arrays (one per graph input name, e.g. real indices)"
+        " instead of random inputs",
     )
     optimize.add_argument(
         "--external-data",
@@ -150,6 +158,8 @@ def _positive_int(text: str) -> int:
 def _split_positionals(parser: argparse.ArgumentParser, args: argparse.Namespace) -> bool:
     """Single mode (INPUT OUTPUT) or batch mode (--output-dir); True for batch."""
     if args.output_dir is not None:
+        if args.check_inputs is not None:
+            parser.error("--check-inputs names one model's inputs; it takes INPUT OUTPUT")
         args.inputs = args.paths
         return True
     if len(args.paths) != 2:
@@ -276,6 +286,7 @@ def _run(args: argparse.Namespace, options: PipelineOptions, record: RunRecord) 
         options,
         record,
         check=args.check,
+        check_inputs=args.check_inputs,
         external_data=args.external_data,
     )
 
@@ -283,6 +294,10 @@ def _run(args: argparse.Namespace, options: PipelineOptions, record: RunRecord) 
 def _warn_unused_options(args: argparse.Namespace) -> None:
     if args.no_fold and args.size_limit != DEFAULT_SIZE_LIMIT_BYTES:
         print("eyefold: warning: --size-limit has no effect with --no-fold", file=sys.stderr)
+    if getattr(args, "check_inputs", None) is not None and not args.check:
+        print(
+            "eyefold: warning: --check-inputs has no effect without --check", file=sys.stderr
+        )
 
 
 def _write_report(report: Report, path: str) -> None:

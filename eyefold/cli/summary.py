@@ -61,21 +61,27 @@ def _reason(node: NodeOutcome) -> str:
     reason = node.reason
     if node.action == "folded" and node.from_inputs:
         reason += f" (bakes in the declared shape of input {', '.join(node.from_inputs)})"
-    note = getattr(node, "runtime_note", None)
-    if note and getattr(node, "runtime_supported", None) is not True:
+    for declined in node.rules_declined:
+        reason += f"; rule {declined['rule']} declined: {declined['reason']}"
+    note = node.runtime_note
+    if note and node.runtime_supported is not True:
         reason += f" [{note}]"
     return reason
 
 
 def _runtime(node: NodeOutcome) -> str:
-    supported = getattr(node, "runtime_supported", None)
+    """Whether the target runtime runs the node in the result: a legalized node does."""
+    if node.legalized:
+        return "yes"
+    supported = node.runtime_supported
     return "-" if supported is None else ("yes" if supported else "no")
 
 
 Column = tuple[str, Callable[[NodeOutcome], str], bool]
 
 # The inspect table: (header, cell, right-aligned). RUNS: whether the target runtime runs
-# the node as it is ("-" when not checked or folded away); shown once any node was checked.
+# the node in the result, legalized or as it is ("-" when not checked or folded away);
+# shown once any node was checked. The WHY column's note says what legalization did.
 INSPECT_COLUMNS: list[Column] = [
     ("NODE", lambda n: n.name or "(unnamed)", False),
     ("GRAPH", lambda n: n.graph, False),
@@ -91,7 +97,7 @@ INSPECT_COLUMNS: list[Column] = [
 
 
 def _node_table(nodes: Sequence[NodeOutcome]) -> list[str]:
-    checked = any(getattr(n, "runtime_supported", None) is not None for n in nodes)
+    checked = any(n.runtime_supported is not None for n in nodes)
     columns = [c for c in INSPECT_COLUMNS if checked or c[0] != "RUNS"]
     rows = [[header for header, _, _ in columns]]
     rows.extend([cell(node) for _, cell, _ in columns] for node in nodes)
@@ -108,6 +114,17 @@ def _runs_legend(report: Report) -> list[str]:
     if runtime.get("measured"):
         where += f" (by the table measured with {runtime['measured']})"
     return [f"RUNS: whether {where} runs the node as it was"]
+
+
+def _notes(report: Report) -> list[str]:
+    """What eyefold did to the model before the steps: sorted its graphs."""
+    from eyefold.core.node_order import SORTED_NOTE
+
+    graphs = report.extra.get("sorted")
+    if not graphs:
+        return []
+    verb = "was" if len(graphs) == 1 else "were"
+    return [f"note: graph {', '.join(graphs)} {verb} {SORTED_NOTE}"]
 
 
 def _counts_line(report: Report) -> str:
@@ -127,6 +144,7 @@ def render_inspect(report: Report, source: str) -> str:
             if report.opset_after != report.opset_before
             else ""
         ),
+        *_notes(report),
         _counts_line(report),
     ]
     if report.nodes:
@@ -187,6 +205,7 @@ def render_optimize(report: Report, record: RunRecord, *, color: bool, command: 
     if record.before is not None and record.after is not None:
         lines.extend(_before_after(record.before, record.after, color))
         lines.append("")
+    lines.extend(_notes(report))
     lines.append(_counts_line(report))
     if report.nodes:
         lines.extend("  " + line for line in _node_table(report.nodes[:MAX_NODE_LINES]))

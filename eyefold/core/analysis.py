@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from typing import Literal
+from typing import Any, Literal
 
 import onnx_ir as ir
 
 from eyefold.core.declarations import check_output_declaration
 from eyefold.core.eyelike_types import EYELIKE_MIN_OPSET, check_eyelike_type
+from eyefold.core.metadata_keys import SHAPE_LOST_KEY
 from eyefold.core.output_size import output_nbytes
 from eyefold.core.scopes import Scope, is_eyelike, iter_scopes
 from eyefold.errors import InvalidModelError, UnsupportedDtypeError
@@ -41,6 +42,8 @@ class EyeLikeFacts:
             shape known) or "kept" (stays, output type unknown).
         reason: why, in words a user can act on.
         from_inputs: graph inputs whose declared shapes a fold rests on.
+        shape_lost: for an input shape that is not static, where it was lost (an
+            ``eyefold.shape_facts.lost.ShapeLoss``), when the inference step found it.
     """
 
     node: ir.Node
@@ -53,6 +56,7 @@ class EyeLikeFacts:
     action: Action = "kept"
     reason: str = ""
     from_inputs: list[str] = dataclasses.field(default_factory=list)
+    shape_lost: Any = None
 
     @property
     def static_dims(self) -> tuple[int, int] | None:
@@ -147,6 +151,9 @@ def analyze_eyelike(
     if static is not None and dtype is not None:
         facts.nbytes = output_nbytes(*static, dtype)
     facts.action, facts.reason = _decide(facts, size_limit_bytes=size_limit_bytes, fold=fold)
+    if facts.static_dims is None and (loss := source.meta.get(SHAPE_LOST_KEY)) is not None:
+        facts.shape_lost = loss
+        facts.reason += f"; {loss.describe()}"
     refs = [a for a in node.attributes.values() if a.is_ref()]
     if refs:
         # k or dtype names a function attribute: the node can only be folded per call.

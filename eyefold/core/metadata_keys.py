@@ -11,7 +11,9 @@ __all__ = [
     "LEGALIZED_FOR_KEY",
     "ORIGIN_KEY",
     "REPORT_META_KEY",
+    "RULE_FACTS_KEY",
     "RULE_TAG_KEY",
+    "SHAPE_LOST_KEY",
     "STAND_IN_DOMAIN",
 ]
 
@@ -25,6 +27,14 @@ ORIGIN_KEY = "pkg.eyefold.origin"
 
 # In ``model.meta`` (memory only): the report of the last EyefoldPipeline run.
 REPORT_META_KEY = "pkg.eyefold.report"
+
+# In an EyeLike input value's ``meta`` (memory only): where its shape was lost
+# (an ``eyefold.shape_facts.lost.ShapeLoss``), for the report.
+SHAPE_LOST_KEY = "pkg.eyefold.shape_lost"
+
+# In the ``meta`` (memory only) of a value a rule reads next to an EyeLike: its element
+# type and shape as onnx's inference found them, (ir.DataType | None, ir.Shape | None).
+RULE_FACTS_KEY = "pkg.eyefold.rule_facts"
 
 # In ``metadata_props`` of the nodes a rewrite rule made: the rule's name.
 RULE_TAG_KEY = "pkg.eyefold.rule"

@@ -14,12 +14,24 @@ if TYPE_CHECKING:
     import onnx_ir as ir
     from onnxscript.rewriter import RewriteRule
 
-__all__ = ["EXACTNESS", "PHASES", "Exactness", "Phase", "Reach", "RuleSpec"]
+__all__ = ["EXACTNESS", "PHASES", "Exactness", "Mismatch", "Phase", "Reach", "RuleSpec"]
 
 Exactness = Literal["exact", "relaxed"]
 Phase = Literal["before-fold", "after-fold"]
 EXACTNESS: tuple[Exactness, ...] = ("exact", "relaxed")
 PHASES: tuple[Phase, ...] = ("before-fold", "after-fold")
+
+
+class Mismatch(str):
+    """A check's failure reason meaning "not this pattern here" (another op, another type).
+
+    A rule's ``check`` fails with ``result.fail(Mismatch("..."))`` where the pattern it
+    matched loosely (any producer, any MatMul) is not one it rewrites; a plain reason means
+    it looked at the EyeLike and declined for want of a fact (a shape, a rank, an opset).
+    Both read the same in onnxscript's MatchingTracer; the report lists only the latter.
+    """
+
+    __slots__ = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,12 +50,15 @@ class Reach:
         removes: consumer ops the rewrite can remove besides those.
         reads_past: consumer ops whose presence means the pattern reads values beyond
             the EyeLike's neighbourhood (the file path then takes the whole model).
+        reads_operands: consumer ops whose other operands' element types and shapes the
+            rule's check reads; the inference step infers them first, for the rule.
     """
 
     depth: int = 0
     becomes_eyelike: frozenset[str] = frozenset()
     removes: frozenset[str] = frozenset()
     reads_past: frozenset[str] = frozenset()
+    reads_operands: frozenset[str] = frozenset()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -85,6 +85,8 @@ class RunFacts:
         hits: how often each rule fired.
         declined: how often the cost model refused each rule's rewrite.
         removed_by: census number of a removed input EyeLike -> why.
+        rule_declines: census number -> the rules that looked at that EyeLike and
+            declined, and why (rule name -> reason).
         warnings: best-effort steps that degraded, in words.
         lowering: the lowering pass's notes, if it ran.
         runtime: the runtime check's verdicts, if it ran.
@@ -96,6 +98,7 @@ class RunFacts:
     hits: dict[str, int] = dataclasses.field(default_factory=dict)
     declined: dict[str, int] = dataclasses.field(default_factory=dict)
     removed_by: dict[int, str] = dataclasses.field(default_factory=dict)
+    rule_declines: dict[int, dict[str, str]] = dataclasses.field(default_factory=dict)
     warnings: list[str] = dataclasses.field(default_factory=list)
     lowering: Sequence[LoweringNote] | None = None
     runtime: RuntimeVerdicts | None = None

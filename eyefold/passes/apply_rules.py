@@ -30,6 +30,13 @@ from eyefold.core.origins import inherit_origins, removed_origins
 from eyefold.core.run_facts import RunFacts
 from eyefold.core.scopes import Scope, iter_scopes
 from eyefold.rewriting.cost import RewriteJudge
+from eyefold.rewriting.declines import DeclineTracer, RuleDeclines, origins_above
+from eyefold.rewriting.matcher_state import (
+    discard,
+    forget_last_match,
+    restore_opsets,
+    snapshot_opsets,
+)
 from eyefold.rule_registry import select_rules
 from eyefold.rules import Phase, RuleSpec
 from eyefold.runtime.support import EyeLikeSupport, get_support, other_profiles
@@ -170,17 +177,22 @@ class RulesResult(ir.passes.PassResult):
         declined: how often each rule matched but the cost model refused the rewrite (it
             would have left an EyeLike the runtime cannot run, or one that no longer folds).
         removed: census number of each input EyeLike the rewrites removed -> the rule.
+        declines: per EyeLike (census number), the rules that looked at it and declined
+            (their check's reason, or the cost model's) and never fired there.
     """
 
     hits: dict[str, int] = dataclasses.field(default_factory=dict)
     declined: dict[str, int] = dataclasses.field(default_factory=dict)
     removed: dict[int, str] = dataclasses.field(default_factory=dict)
+    declines: RuleDeclines = dataclasses.field(default_factory=RuleDeclines)
 
     def report_into(self, facts: RunFacts) -> None:
-        """Rule hits, refused rewrites and the EyeLike nodes rules removed."""
+        """Rule hits, refused rewrites, removed EyeLike nodes, declines per EyeLike."""
         facts.hits.update(self.hits)
         facts.declined.update({k: v for k, v in self.declined.items() if v})
         facts.removed_by.update({n: f"removed by rule {r}" for n, r in self.removed.items()})
+        for number, reasons in self.declines.standing().items():
+            facts.rule_declines.setdefault(number, {}).update(reasons)
 
 
 class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):
@@ -244,7 +256,7 @@ class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):
                 if candidates:
                     self._rewrite_scope(model, scope, candidates, _Run(judge, result))
         finally:
-            _forget_last_match(self.specs)
+            forget_last_match(self.specs)
         result.modified = bool(sum(result.hits.values()))
         logger.info("rules fired: %s; declined: %s", result.hits, result.declined)
         return result
@@ -279,16 +291,25 @@ class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):
             The next candidates: the new nodes and their consumers.
         """
         for spec in self.specs:
-            saved = _snapshot_opsets(model, scope.graph)
-            delta = spec.rule.try_rewrite(model, scope.graph, node)
-            _restore_opsets(saved)
+            saved = snapshot_opsets(model, scope.graph)
+            tracer = DeclineTracer()
+            delta = spec.rule.try_rewrite(model, scope.graph, node, tracer=tracer)  # type: ignore[arg-type]
+            restore_opsets(saved)
+            declines = run.result.declines
             if delta is None:
+                if tracer.reason is not None:
+                    origins = origins_above(node, spec.reach.depth)
+                    declines.decline(origins, spec.name, tracer.reason)
                 continue
+            origins = origins_above(node, spec.reach.depth)
             before = run.judge.cost(delta.match.nodes, scope)
-            if not before.allows(run.judge.cost(delta.new_nodes, scope)):
+            after = run.judge.cost(delta.new_nodes, scope)
+            if not before.allows(after):
                 run.result.declined[spec.name] += 1
-                _discard(delta.new_nodes)
+                declines.decline(origins, spec.name, run.judge.why_not(before, after))
+                discard(delta.new_nodes)
                 continue
+            declines.fire(origins, spec.name)
             for number in _apply(scope.graph, node, spec.rule, delta):
                 run.result.removed[number] = spec.name
             for new_node in delta.new_nodes:
@@ -298,55 +319,12 @@ class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):
         return []
 
 
-def _forget_last_match(specs: Sequence[RuleSpec]) -> None:
-    """Clears what onnxscript's matchers keep of the last graph and node they tried.
-
-    A matcher holds them, and the last match's bindings, until its next match; the rules
-    are module-level objects, so they would keep the last model (and its folded tensors)
-    alive after the run.
-    """
-    for spec in specs:
-        matcher = getattr(spec.rule, "_matcher", None)
-        if hasattr(matcher, "_init_match"):
-            matcher._init_match(0)
-        if hasattr(matcher, "_graph"):
-            matcher._graph = None
-
-
-def _discard(nodes: Sequence[ir.Node]) -> None:
-    """Detaches a declined rewrite's nodes: as inputs' users they would block other matches."""
-    for node in nodes:
-        for index in range(len(node.inputs)):
-            node.replace_input_with(index, None)
-
-
 @dataclasses.dataclass(frozen=True)
 class _Run:
     """One call's judge and the result it fills in."""
 
     judge: RewriteJudge
     result: RulesResult
-
-
-def _snapshot_opsets(
-    model: ir.Model, graph_or_function: ir.Graph | ir.Function
-) -> list[tuple[dict[str, int], dict[str, int]]]:
-    tables = [model.graph.opset_imports, graph_or_function.opset_imports]
-    return [(table, dict(table)) for table in tables]
-
-
-def _restore_opsets(saved: list[tuple[dict[str, int], dict[str, int]]]) -> None:
-    """Undoes onnxscript's opset bookkeeping for a rewrite.
-
-    ``try_rewrite`` records the default domain with version 1 in any graph that does not
-    import it under the spelling "": every subgraph (which imports nothing) and a model
-    that spells it "ai.onnx". eyefold's rules only emit default-domain ops, which the
-    model already imports, so the tables stay as they were.
-    """
-    for table, before in saved:
-        if table != before:
-            table.clear()
-            table.update(before)
 
 
 def _apply(

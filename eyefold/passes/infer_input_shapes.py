@@ -22,15 +22,27 @@ import logging
 import onnx
 import onnx_ir as ir
 
-from eyefold.core.onnx_safety import StandIns
+from eyefold.core.inference_slices import (
+    InferenceSlice,
+    anchor_in_root,
+    backward_slice,
+    declared_dim_params,
+    forget_made_up_dims,
+    inferred_types,
+    slice_model,
+)
+from eyefold.core.metadata_keys import RULE_FACTS_KEY
 from eyefold.core.run_facts import RunFacts
-from eyefold.core.scopes import Scope, is_eyelike, iter_scopes, subgraphs_of
+from eyefold.core.scopes import is_eyelike, iter_scopes
 from eyefold.core.shapes import merge_shapes
-from eyefold.core.weightless import ir_large_constant, is_large, weightless_model
+from eyefold.shape_facts.lost import SHAPE_LOST_KEY, ShapeLoss, input_loss, losses
+from eyefold.shape_facts.rounds import infer_with_values
 
 __all__ = [
+    "RULE_FACTS_KEY",
     "InferEyeLikeInputShapesPass",
     "InferInputShapesResult",
+    "RuleOperands",
     "infer_eyelike_input_dims",
     "needs_inference",
 ]
@@ -50,50 +62,46 @@ def needs_inference(source: ir.Value) -> bool:
     return not (shape_known and source.dtype is not None)
 
 
-@dataclasses.dataclass
-class _Slice:
-    """The nodes to serialize for one root graph and the EyeLike inputs to learn."""
+@dataclasses.dataclass(frozen=True)
+class RuleOperands:
+    """The operands the rules read next to an EyeLike, which inference should type too.
 
-    root: ir.Graph
-    opset_imports: dict[str, int]
-    nodes: list[ir.Node] = dataclasses.field(default_factory=list)
-    targets: list[ir.Value] = dataclasses.field(default_factory=list)
+    Attributes:
+        ops: consumer ops whose other operands' types and shapes a rule reads (the masked
+            sum's Mul reads its data operand's rank, dims and element type).
+        through: ops a rule reads through to reach those consumers (Cast, Identity...).
+    """
 
+    ops: frozenset[str] = frozenset()
+    through: frozenset[str] = frozenset()
 
-def _owner_root(value: ir.Value, roots: set[int]) -> ir.Graph | None:
-    graph = value.graph
-    return graph if graph is not None and id(graph) in roots else None
-
-
-def _captured_values(node: ir.Node) -> list[ir.Value]:
-    """Inputs of ``node`` and of every node in its subgraphs (outer-scope references)."""
-    values = [v for v in node.inputs if v is not None]
-    for _, graph in subgraphs_of(node):
-        for inner in graph:
-            values.extend(_captured_values(inner))
-    return values
-
-
-def _backward_slice(root: ir.Graph, anchors: list[ir.Node]) -> list[ir.Node]:
-    """Nodes of ``root`` that the anchors depend on, in the graph's order."""
-    selected: set[int] = set()
-    work = list(anchors)
-    while work:
-        node = work.pop()
-        if id(node) in selected:
-            continue
-        selected.add(id(node))
-        if ir_large_constant(node):
-            continue
-        for value in _captured_values(node):
-            producer = value.producer()
-            if producer is not None and producer.graph is root:
-                work.append(producer)
-    return [node for node in root if id(node) in selected]
+    def of(self, node: ir.Node, depth: int = 3) -> list[ir.Value]:
+        """The operands of ``node``'s consumers (through ``through`` ops) to infer."""
+        found: list[ir.Value] = []
+        frontier = list(node.outputs)
+        for _ in range(depth):
+            following = []
+            for value in frontier:
+                for consumer in value.consumers():
+                    if consumer.op_type in self.through:
+                        following.extend(consumer.outputs)
+                    if consumer.op_type in self.ops:
+                        found.extend(
+                            v for v in consumer.inputs if v is not None and v is not value
+                        )
+            frontier = following
+        return [v for v in found if v.graph is node.graph and needs_inference(v)]
 
 
-def _collect_slices(model: ir.Model) -> list[_Slice]:
-    slices: dict[int, _Slice] = {}
+def _collect_slices(
+    model: ir.Model, operands: RuleOperands, dynamic_inputs: list[ir.Value]
+) -> list[InferenceSlice]:
+    """The slices to infer, one per root graph.
+
+    EyeLike inputs that are graph inputs with dynamic dims go to ``dynamic_inputs``:
+    there is nothing to infer, their shape is lost right there.
+    """
+    slices: dict[int, InferenceSlice] = {}
     anchors: dict[int, list[ir.Node]] = {}
     for scope in iter_scopes(model):
         root = scope.function.graph if scope.function is not None else model.graph
@@ -101,144 +109,23 @@ def _collect_slices(model: ir.Model) -> list[_Slice]:
             if not is_eyelike(node) or len(node.inputs) != 1 or node.inputs[0] is None:
                 continue
             source = node.inputs[0]
-            if not needs_inference(source):
+            if source.is_graph_input() and source.shape and not source.shape.is_static():
+                dynamic_inputs.append(source)
+            wanted = [source] if needs_inference(source) else []
+            wanted += operands.of(node) if operands.ops else []
+            if not wanted:
                 continue
             if id(root) not in slices:
                 opsets = (
                     scope.function.opset_imports if scope.function else model.opset_imports
                 )
-                slices[id(root)] = _Slice(root, dict(opsets))
+                slices[id(root)] = InferenceSlice(root, dict(opsets))
                 anchors[id(root)] = []
-            slices[id(root)].targets.append(source)
-            anchors[id(root)].append(_anchor_in_root(scope, source))
+            slices[id(root)].targets.extend(wanted)
+            anchors[id(root)].extend(anchor_in_root(scope, value) for value in wanted)
     for key, piece in slices.items():
-        piece.nodes = _backward_slice(piece.root, [a for a in anchors[key] if a is not None])
+        piece.nodes = backward_slice(piece.root, [a for a in anchors[key] if a is not None])
     return list(slices.values())
-
-
-def _anchor_in_root(scope: Scope, source: ir.Value) -> ir.Node | None:
-    """The root-graph node whose backward slice determines ``source``."""
-    if scope.top_node is not None:
-        return scope.top_node
-    return source.producer()
-
-
-def _free_values(nodes: list[ir.Node], large: set[int]) -> list[ir.Value]:
-    """Values the slice reads but does not compute (``large``: ids of big Constant nodes)."""
-    produced = {id(out) for node in nodes if id(node) not in large for out in node.outputs}
-    free: dict[int, ir.Value] = {}
-    for node in nodes:
-        if id(node) in large:
-            free.update({id(out): out for out in node.outputs})
-            continue
-        for value in _captured_values(node):
-            if id(value) not in produced and value.name and value.graph is node.graph:
-                free.setdefault(id(value), value)
-    return list(free.values())
-
-
-def _name_subgraphs(
-    ir_node: ir.Node, proto_node: onnx.NodeProto, names: dict[str, ir.Graph]
-) -> None:
-    """Gives every serialized subgraph a unique name, mapped to its ir.Graph."""
-    for proto_attr in proto_node.attribute:
-        ir_attr = ir_node.attributes.get(proto_attr.name)
-        if ir_attr is None:
-            continue
-        if proto_attr.type == onnx.AttributeProto.GRAPH:
-            pairs = [(ir_attr.as_graph(), proto_attr.g)]
-        elif proto_attr.type == onnx.AttributeProto.GRAPHS:
-            pairs = list(zip(ir_attr.as_graphs(), proto_attr.graphs, strict=True))
-        else:
-            continue
-        for ir_graph, proto_graph in pairs:
-            proto_graph.name = f"eyefold_subgraph_{len(names)}"
-            names[proto_graph.name] = ir_graph
-            for inner_ir, inner_proto in zip(ir_graph, proto_graph.node, strict=True):
-                _name_subgraphs(inner_ir, inner_proto, names)
-
-
-def _slice_model(
-    model: ir.Model, piece: _Slice
-) -> tuple[onnx.ModelProto, dict[str, ir.Graph], StandIns]:
-    graph = onnx.GraphProto(name="eyefold_slice")
-    names: dict[str, ir.Graph] = {graph.name: piece.root}
-    large = {id(node) for node in piece.nodes if ir_large_constant(node)}
-    for value in _free_values(piece.nodes, large):
-        tensor = value.const_value
-        if tensor is not None and not is_large(tensor.nbytes):
-            proto = ir.serde.serialize_tensor(tensor)
-            proto.name = value.name or ""
-            graph.initializer.append(proto)
-        else:
-            graph.input.append(ir.serde.serialize_value(value))
-    for node in piece.nodes:
-        if id(node) in large:
-            continue
-        proto_node = ir.serde.serialize_node(node)
-        _name_subgraphs(node, proto_node, names)
-        graph.node.append(proto_node)
-    graph.output.extend(onnx.ValueInfoProto(name=v.name) for v in piece.targets if v.name)
-    proto, stand_ins = weightless_model(
-        graph,
-        ir_version=model.ir_version,
-        opset_imports=(
-            onnx.OperatorSetIdProto(domain=d, version=v)
-            for d, v in piece.opset_imports.items()
-        ),
-        functions=(ir.serde.serialize_function(f) for f in model.functions.values()),
-    )
-    # onnx's messages name the slice's graphs; say them as the user's model names them.
-    for proto_name, ir_graph in names.items():
-        stand_ins.names[proto_name] = ir_graph.name or (
-            "main graph" if ir_graph is model.graph else "subgraph"
-        )
-    return proto, names, stand_ins
-
-
-def _declared_dim_params(proto: onnx.ModelProto) -> set[str]:
-    """Every dim name the slice holds before inference (the others, onnx made up)."""
-    found: set[str] = set()
-
-    def visit(graph: onnx.GraphProto) -> None:
-        for info in [*graph.input, *graph.output, *graph.value_info]:
-            found.update(d.dim_param for d in info.type.tensor_type.shape.dim)
-        for node in graph.node:
-            for attr in node.attribute:
-                for sub in [attr.g] if attr.HasField("g") else attr.graphs:
-                    visit(sub)
-
-    visit(proto.graph)
-    return found
-
-
-def _forget_made_up_dims(type_proto: onnx.TypeProto, declared: set[str]) -> None:
-    """Unnames the dims onnx named itself (``unk__0``...): they mean nothing to the user."""
-    for dim in type_proto.tensor_type.shape.dim:
-        if dim.HasField("dim_param") and dim.dim_param not in declared:
-            dim.ClearField("dim_param")
-
-
-def _inferred_types(
-    proto: onnx.ModelProto, names: dict[str, ir.Graph]
-) -> dict[tuple[int, str], onnx.TypeProto]:
-    found: dict[tuple[int, str], onnx.TypeProto] = {}
-
-    def visit(graph: onnx.GraphProto) -> None:
-        ir_graph = names.get(graph.name)
-        if ir_graph is not None:
-            for info in [*graph.value_info, *graph.output]:
-                if info.HasField("type"):
-                    found[(id(ir_graph), info.name)] = info.type
-        for node in graph.node:
-            for attr in node.attribute:
-                if attr.type == onnx.AttributeProto.GRAPH:
-                    visit(attr.g)
-                for sub in attr.graphs:
-                    visit(sub)
-
-    visit(proto.graph)
-    return found
 
 
 def _apply(target: ir.Value, type_proto: onnx.TypeProto) -> bool:
@@ -256,29 +143,66 @@ def _apply(target: ir.Value, type_proto: onnx.TypeProto) -> bool:
     return changed
 
 
-def _learn(model: ir.Model) -> tuple[list[tuple[ir.Value, onnx.TypeProto]], str | None]:
-    """(EyeLike input, inferred type) pairs and the last failure; changes nothing."""
-    learned: list[tuple[ir.Value, onnx.TypeProto]] = []
-    failure = None
-    for piece in _collect_slices(model):
-        proto, names, stand_ins = _slice_model(model, piece)
-        declared = _declared_dim_params(proto)
+@dataclasses.dataclass
+class _Learned:
+    """What inference found for the EyeLike inputs; nothing in the model is changed yet.
+
+    Attributes:
+        types: (EyeLike input, inferred type) pairs.
+        losses: (EyeLike input, where its shape was lost) for those still not static.
+        dynamic_inputs: EyeLike inputs that are graph inputs with dynamic dims.
+        failure: the message of the last inference that failed, if any.
+    """
+
+    types: list[tuple[ir.Value, onnx.TypeProto]] = dataclasses.field(default_factory=list)
+    losses: list[tuple[ir.Value, ShapeLoss]] = dataclasses.field(default_factory=list)
+    dynamic_inputs: list[ir.Value] = dataclasses.field(default_factory=list)
+    failure: str | None = None
+
+
+def _learn(model: ir.Model, operands: RuleOperands | None = None) -> _Learned:
+    """What onnx's inference, with shape values computed between rounds, finds."""
+    learned = _Learned()
+    slices = _collect_slices(model, operands or RuleOperands(), learned.dynamic_inputs)
+    for piece in slices:
+        proto, names, stand_ins = slice_model(model, piece)
+        declared = declared_dim_params(proto)
+        root_targets = [t.name for t in piece.targets if t.graph is piece.root and t.name]
         try:
-            inferred = onnx.shape_inference.infer_shapes(
-                proto, check_type=False, strict_mode=False, data_prop=True
-            )
+            inference = infer_with_values(proto, root_targets)
         except Exception as error:  # onnx raises several unrelated types here
-            failure = f"onnx shape inference failed: {stand_ins.restore(str(error))}"
-            logger.warning("%s", failure)
+            learned.failure = f"onnx shape inference failed: {stand_ins.restore(str(error))}"
+            logger.warning("%s", learned.failure)
             continue
-        types = _inferred_types(inferred, names)
+        types = inferred_types(inference.model, names)
         for target in piece.targets:
             graph = target.graph
             found = types.get((id(graph), target.name or "")) if graph else None
             if found is not None:
-                _forget_made_up_dims(found, declared)
-                learned.append((target, found))
-    return learned, failure
+                forget_made_up_dims(found, declared)
+                learned.types.append((target, found))
+        sources = [t for t in piece.targets if t.name in root_targets and _feeds_eyelike(t)]
+        inputs = [v.name for v in model.graph.inputs if v.name]
+        lost = losses(inference, [t.name or "" for t in sources], inputs)
+        learned.losses.extend((t, lost[t.name]) for t in sources if t.name in lost)
+    return learned
+
+
+def _feeds_eyelike(value: ir.Value) -> bool:
+    return any(is_eyelike(consumer) for consumer in value.consumers())
+
+
+def _keep_for_rules(target: ir.Value, type_proto: onnx.TypeProto) -> None:
+    """What inference found of a rule operand, in its ``meta`` for the rules to read.
+
+    The value itself is left as it was: a shape the rules read and do not rewrite does not
+    end up in the saved model.
+    """
+    inferred = ir.serde.deserialize_type_proto_for_shape(type_proto)
+    elem = type_proto.tensor_type.elem_type if type_proto.HasField("tensor_type") else 0
+    dtype = target.dtype or (ir.DataType(elem) if elem else None)
+    shape = merge_shapes(target.shape, inferred.dims) if inferred is not None else None
+    target.meta[RULE_FACTS_KEY] = (dtype, shape if shape is not None else target.shape)
 
 
 def infer_eyelike_input_dims(model: ir.Model) -> dict[int, list[int | str | None]]:
@@ -287,7 +211,7 @@ def infer_eyelike_input_dims(model: ir.Model) -> dict[int, list[int | str | None
     For messages about a model that is being refused: nothing in ``model`` changes.
     """
     dims: dict[int, list[int | str | None]] = {}
-    for target, type_proto in _learn(model)[0]:
+    for target, type_proto in _learn(model).types:
         inferred = ir.serde.deserialize_type_proto_for_shape(type_proto)
         merged = None if inferred is None else merge_shapes(target.shape, inferred.dims)
         shape = merged if merged is not None else target.shape
@@ -320,13 +244,36 @@ class InferEyeLikeInputShapesPass(ir.passes.InPlacePass):
     Best effort: if onnx's inference raises, the model is left as it was and the failure is
     logged and returned in the result (the fold pass then keeps the affected nodes and
     says why).
+
+    Attributes:
+        operands: the operands next to an EyeLike that the selected rules read; their
+            inferred types go in their ``meta`` (:data:`RULE_FACTS_KEY`), not onto them.
     """
 
+    def __init__(self, operands: RuleOperands | None = None) -> None:
+        super().__init__()
+        self.operands = operands or RuleOperands()
+
     def call(self, model: ir.Model) -> InferInputShapesResult:
-        """Runs inference once per root graph whose EyeLike inputs need it."""
-        found, failure = _learn(model)
-        learned = [target for target, type_proto in found if _apply(target, type_proto)]
+        """Runs inference once per root graph whose EyeLike inputs (or rule operands) need it.
+
+        An input whose shape stays dynamic gets, in its ``meta`` (never saved), where the
+        shape was lost (:data:`~eyefold.shape_facts.lost.SHAPE_LOST_KEY`), for the report.
+        """
+        found = _learn(model, self.operands)
+        learned = []
+        for target, type_proto in found.types:
+            if not _feeds_eyelike(target):
+                _keep_for_rules(target, type_proto)
+            elif _apply(target, type_proto):
+                learned.append(target)
+        for target, loss in found.losses:
+            if target.shape is None or not target.shape.is_static():
+                target.meta[SHAPE_LOST_KEY] = loss
+        for source in found.dynamic_inputs:
+            dims = [d if isinstance(d, int) else d.value for d in source.shape.dims]
+            source.meta[SHAPE_LOST_KEY] = input_loss(source.name or "", dims)
         logger.info("EyeLike inputs learned by shape inference: %d", len(learned))
         return InferInputShapesResult(
-            model, modified=bool(learned), learned=learned, failure=failure
+            model, modified=bool(learned), learned=learned, failure=found.failure
         )

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 
 import numpy as np
 import onnx_ir as ir
@@ -168,16 +169,24 @@ class LowerEyeLikePass(ir.passes.InPlacePass):
     If/Loop/Scan bodies and functions, names the new values after the EyeLike's output
     (unique model-wide), and is idempotent (a second run finds no EyeLike). Its
     :class:`LowerResult` says what it did with each node.
+
+    Attributes:
+        select: which EyeLike nodes to lower (None: every one); the others are left as
+            they are and get no outcome.
     """
 
+    def __init__(self, select: Callable[[Scope, ir.Node], bool] | None = None) -> None:
+        super().__init__()
+        self.select = select
+
     def call(self, model: ir.Model) -> LowerResult:
-        """Lowers the EyeLike nodes of every scope."""
+        """Lowers the (selected) EyeLike nodes of every scope."""
         names = ModelNames(model)
         outcomes = [
             lower_node(scope, node, names)
             for scope in iter_scopes(model)
             for node in list(scope.graph)
-            if is_eyelike(node)
+            if is_eyelike(node) and (self.select is None or self.select(scope, node))
         ]
         count = sum(outcome.lowered for outcome in outcomes)
         logger.info("EyeLike nodes lowered to primitive ops: %d", count)

@@ -38,9 +38,10 @@ from eyefold.model_files.load import model_from_proto
 from eyefold.model_files.structure_checks import check_structure
 from eyefold.model_files.tensors import check_external_data, external_data_files
 from eyefold.options import PipelineOptions
-from eyefold.pipeline import pipeline_steps, run_steps
+from eyefold.pipeline import pipeline_steps, run_steps, sort_first
 from eyefold.proto_path.extract import Neighbourhood, build_neighbourhood, choose_nodes
 from eyefold.proto_path.infer_inputs import infer_undeclared_inputs
+from eyefold.proto_path.node_order import sort_model_graphs
 from eyefold.proto_path.scan import GraphIndex, scan_model
 from eyefold.proto_path.splice import SpliceError, splice
 from eyefold.proto_path.stats import proto_stats, stats_after, stats_before
@@ -133,16 +134,32 @@ def _upgrade(model: onnx.ModelProto, options: PipelineOptions) -> StepEntry | No
     return StepEntry(UPGRADE_STEP, time.perf_counter() - start, Stage.PIPELINE, True)
 
 
+def _sort(model: onnx.ModelProto, record: RunRecord) -> None:
+    """Sorts the graphs of ``model`` that are out of order, as the record's first step."""
+    start = time.perf_counter()
+    unsorted = sort_model_graphs(model)
+    record.add_sort(unsorted, time.perf_counter() - start)
+
+
 def _extract(
-    model: onnx.ModelProto, options: PipelineOptions, source_path: str | None
+    model: onnx.ModelProto,
+    options: PipelineOptions,
+    source_path: str | None,
+    record: RunRecord,
 ) -> tuple[GraphIndex, list[int], Neighbourhood]:
     """The scan, the chosen nodes and the small onnx-ir model holding them.
+
+    A main graph the scan finds out of order is sorted (a step of ``record``) and scanned
+    again.
 
     Raises:
         WholeModelNeeded: the neighbourhood cannot stand for the model.
     """
     base_dir = "" if source_path is None else os.path.dirname(source_path)
     index = scan_model(model, _identity_dtypes(options))
+    if index.unsorted and not record.sorted_graphs:
+        _sort(model, record)
+        index = scan_model(model, _identity_dtypes(options))
     if index.obstacle is not None:
         raise WholeModelNeeded(index.obstacle)
     inferred = infer_undeclared_inputs(model, index)
@@ -183,7 +200,7 @@ def _neighbourhood(
     """
     base_dir = "" if source_path is None else os.path.dirname(source_path)
     start = time.perf_counter()
-    index, chosen, hood = _extract(model, options, source_path)
+    index, chosen, hood = _extract(model, options, source_path, record)
     before = stats_before(model, index) if with_stats else None
     seconds = time.perf_counter() - start
     steps = RunRecord(opset_before=record.opset_before)
@@ -235,6 +252,8 @@ def _whole_model(
         working = model_from_proto(model, source_path)
     before = model_stats(working, None) if with_stats else None
     files = external_data_files(working)
+    if not record.sorted_graphs:
+        sort_first(working, record)
     record.add(StepEntry(f"{WHOLE_MODEL_STEP}: {reason}", 0.0, Stage.ROUTE))
     run_steps(working, pipeline_steps(options), record)
     record.route["whole_model"] = reason
@@ -275,6 +294,8 @@ def optimize_proto(
     try:
         if options.input_shapes:
             raise WholeModelNeeded("input shapes are pinned on the whole model")
+        if _upgrades(options, record.opset_before):
+            _sort(model, record)  # onnx's converter and checker need the order
         upgrade = _upgrade(model, options)
         if upgrade is not None:
             record.add(upgrade)
@@ -298,11 +319,15 @@ def _with_given_stats(run: ProtoRun, given: ModelStats | None) -> ProtoRun:
     return run
 
 
+def _upgrades(options: PipelineOptions, opset: int | None) -> bool:
+    """Whether the run upgrades a model of default-domain ``opset``."""
+    return options.upgrade and opset is not None and opset < options.target_opset
+
+
 def _stats_before_upgrade(
     model: onnx.ModelProto, options: PipelineOptions, opset: int | None, with_stats: bool
 ) -> ModelStats | None:
     """The stats of the model as given, when a proto upgrade is about to change every node."""
-    upgrades = options.upgrade and opset is not None and opset < options.target_opset
-    if with_stats and not options.input_shapes and upgrades:
+    if with_stats and not options.input_shapes and _upgrades(options, opset):
         return proto_stats(model)
     return None

@@ -30,6 +30,7 @@ from eyefold.core.weightless import (
     weightless_model,
 )
 from eyefold.proto_path.scan import GraphIndex
+from eyefold.shape_facts.rounds import infer_with_values
 
 __all__ = ["infer_undeclared_inputs"]
 
@@ -132,9 +133,7 @@ def infer_undeclared_inputs(
         return {}
     proto = _slice_model(model, index, _slice(index, targets), targets)
     try:
-        inferred = onnx.shape_inference.infer_shapes(
-            proto, check_type=False, strict_mode=False, data_prop=True
-        )
+        inferred = infer_with_values(proto, targets).model
     except Exception:  # the step meets the same failure on the whole slice and says it
         return {}
     wanted = set(targets)

@@ -27,7 +27,7 @@ import onnx
 from eyefold.core.domains import DEFAULT_DOMAINS
 from eyefold.core.gc_pause import cyclic_gc_paused
 
-__all__ = ["GraphIndex", "free_names", "scan_model"]
+__all__ = ["GraphIndex", "free_names", "node_subgraphs", "scan_model"]
 
 _GRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 # Default-domain ops that hold subgraphs; other domains may hold them too.
@@ -58,6 +58,8 @@ class GraphIndex:
             identity matrices, so their consumers belong to the neighbourhood.
         holders: indices of nodes that hold subgraphs.
         obstacle: why the neighbourhood path cannot be taken, or None.
+        unsorted: whether some node reads a value a later node defines (the graph is not
+            in topological order; the file path sorts it and scans it again).
         node_inputs: each node's input names, by position.
         node_outputs: each node's output names, by position.
         op_types: each node's op type, by position.
@@ -80,6 +82,7 @@ class GraphIndex:
     identity_candidates: list[str] = dataclasses.field(default_factory=list)
     holders: set[int] = dataclasses.field(default_factory=set)
     obstacle: str | None = None
+    unsorted: bool = False
     node_inputs: list[list[str]] = dataclasses.field(default_factory=list)
     node_outputs: list[list[str]] = dataclasses.field(default_factory=list)
     op_types: list[str] = dataclasses.field(default_factory=list)
@@ -118,7 +121,8 @@ def _propagate(index: GraphIndex, last: int) -> None:
     index._walked = max(index._walked, last + 1)
 
 
-def _subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
+def node_subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
+    """The graphs ``node`` holds (If branches, Loop and Scan bodies...)."""
     for attr in node.attribute:
         if attr.type == onnx.AttributeProto.GRAPH:
             yield attr.g
@@ -141,7 +145,7 @@ def _graph_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
     yield from graph.initializer
     for node in graph.node:
         yield from _attribute_tensors(node)
-        for sub in _subgraphs(node):
+        for sub in node_subgraphs(node):
             yield from _graph_tensors(sub)
 
 
@@ -188,7 +192,7 @@ def free_names(graph: onnx.GraphProto, dtypes: frozenset[int]) -> tuple[set[str]
         elif dtypes and node.op_type == "Constant" and _constant_candidate(node, dtypes):
             obstacle = "an identity-shaped constant sits in a subgraph"
         used.update(n for n in node.input if n)
-        for sub in _subgraphs(node):
+        for sub in node_subgraphs(node):
             inner, inner_obstacle = free_names(sub, dtypes)
             used |= inner
             obstacle = obstacle or inner_obstacle
@@ -202,7 +206,7 @@ def _function_obstacle(model: onnx.ModelProto) -> str | None:
         for node in function.node:
             if node.op_type == "EyeLike" and node.domain in DEFAULT_DOMAINS:
                 return "an EyeLike sits in a model-local function"
-            if any(True for _ in _subgraphs(node)):
+            if any(True for _ in node_subgraphs(node)):
                 return "a model-local function holds subgraphs"
     return None
 
@@ -235,7 +239,7 @@ def _index_node(
     reads: set[str] = set()
     if _note_external(index, _attribute_tensors(node)):
         index.external_elsewhere = True
-    for sub in _subgraphs(node):
+    for sub in node_subgraphs(node):
         index.holders.add(position)
         if _note_external(index, _graph_tensors(sub)):
             index.external_elsewhere = True
@@ -287,6 +291,7 @@ def _index_nodes(index: GraphIndex, dtypes: frozenset[int]) -> None:
                     early = name
             else:
                 found.append(position)
+    index.unsorted = early is not None
     unsorted = early or _undefined_read(index, known)
     if unsorted is not None:
         index.obstacle = index.obstacle or f"{unsorted!r} is read before it is defined"

@@ -79,6 +79,13 @@ class RewriteJudge:
             )
         return RewriteCost(not_runnable, not_folded)
 
+    def why_not(self, before: RewriteCost, after: RewriteCost) -> str:
+        """Why a rewrite from ``before`` to ``after`` is refused, in words."""
+        if after.not_runnable > before.not_runnable:
+            runtimes = " or ".join(s.describe() for s in self.supports) or "the runtime"
+            return f"the rewrite would leave an EyeLike {runtimes} cannot run"
+        return "the rewrite would leave an EyeLike that no longer folds"
+
 
 def _runs(
     support: EyeLikeSupport, node: ir.Node, source: ir.DataType | None, scope: Scope

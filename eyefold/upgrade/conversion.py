@@ -34,7 +34,7 @@ from eyefold.core.domains import DEFAULT_DOMAINS, default_opset
 from eyefold.core.metadata_keys import HIDDEN_DOMAIN
 from eyefold.core.onnx_safety import restore_names, stand_in_ops
 from eyefold.core.weightless import ir_large_constant, is_large, typed_value_input
-from eyefold.errors import UpgradeError
+from eyefold.errors import UpgradeError, one_line
 from eyefold.upgrade.legacy_fixes import (
     LEGACY_MIN_OPSET,
     convert_opset_6_to_7,
@@ -304,8 +304,7 @@ def _convert(before: onnx.ModelProto, source: int, target: int, where: str) -> o
     try:
         return onnx.version_converter.convert_version(proto, target)
     except Exception as error:  # onnx raises RuntimeError, ValueError or its own types
-        text = str(error).strip()
-        detail = text.splitlines()[0] if text else repr(error)
+        detail = one_line(str(error)) or repr(error)
         raise UpgradeError(
             f"{where}: onnx's version converter failed from opset {reached} to {target}:"
             f" {detail}; run with --no-upgrade to keep opset {source}"

@@ -27,7 +27,7 @@ from eyefold.core.domains import DEFAULT_DOMAINS, default_opset, function_label
 from eyefold.core.eyelike_types import EYELIKE_MIN_OPSET
 from eyefold.core.gc_pause import cyclic_gc_paused
 from eyefold.core.weightless import is_large, proto_large_constant, proto_nbytes, typed_input
-from eyefold.errors import EyefoldError, WholeModelNeeded, WriteBackError
+from eyefold.errors import EyefoldError, WholeModelNeeded, WriteBackError, error_text
 from eyefold.upgrade.conversion import (
     BodyUpgrade,
     GraphConversion,
@@ -238,9 +238,7 @@ def _upgrade(model: onnx.ModelProto, source: int, target: int) -> None:
             if converted is not None:
                 converted.merged = _merge(function.node, converted)
     except (EyefoldError, WriteBackError) as error:
-        text = str(error).strip()
-        first = text.splitlines()[0] if text else type(error).__name__
-        raise WholeModelNeeded(f"the upgrade failed ({first})") from None
+        raise WholeModelNeeded(f"the upgrade failed ({error_text(error)})") from None
     # Nothing below can fail: the model is changed only now.
     write_body(graph.node, graph.value_info, main.merged)
     rebuilt = main.merged.rebuilt

@@ -17,7 +17,7 @@ import onnx_ir as ir
 
 from eyefold.core.domains import DEFAULT_DOMAINS
 from eyefold.core.metadata_keys import HIDDEN_DOMAIN
-from eyefold.errors import UpgradeError
+from eyefold.errors import UpgradeError, one_line
 from eyefold.upgrade.proto_graphs import iter_proto_graphs
 
 __all__ = [
@@ -99,7 +99,7 @@ def convert_with_onnxscript(
         converter.convert_version(model, target_version=target)
         failure = collect.messages[0] if collect.messages else None
     except Exception as error:  # VersionConverterError, or an adapter's own failure
-        failure = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+        failure = one_line(str(error)) or repr(error)
     finally:
         converter_logger.removeHandler(collect)
         converter_logger.propagate = propagate

@@ -16,6 +16,7 @@ import onnx
 
 from eyefold.core.domains import DEFAULT_DOMAINS
 from eyefold.core.onnx_safety import restore_names, stand_in_ops
+from eyefold.errors import one_line
 from eyefold.upgrade.conversion import GraphConversion, iter_proto_graphs
 
 __all__ = [
@@ -66,8 +67,7 @@ def checker_problem(proto: onnx.ModelProto, stand_ins: set[tuple[str, ...]]) -> 
         text = restore_names(str(error), ops, {}).strip()
         found = _OP_IN_MESSAGE.search(text)
         op = f" at op {found.group(1)}" if found else ""
-        first = text.splitlines()[0] if text else type(error).__name__
-        return f"{op}: {first}"
+        return f"{op}: {one_line(text) or type(error).__name__}"
     return None
 
 

@@ -1,0 +1,146 @@
+"""Graphs put in topological order on the proto, as real tools' output needs.
+
+The ONNX spec wants every graph's nodes sorted (a node after the producers of what it
+reads), and onnx's checker and inference refuse or misread graphs that are not; but
+onnxruntime sorts on load, so tools write such graphs and users have them: onnxruntime's
+own float16 converter (``onnxruntime.transformers.float16``) appends the Cast nodes it
+puts after the graph inputs at the end of the node list. eyefold sorts such a graph before
+anything else reads it, and the report says so; a graph with a cycle cannot be sorted and
+is left for onnx's checker to name.
+
+The sort is stable: a node moves only as far as the values it reads require, so a sorted
+graph is left exactly as it is and an unsorted one changes as little as it can.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import onnx
+
+from eyefold.proto_path.scan import node_subgraphs
+
+__all__ = ["graph_is_sorted", "sort_graph", "sort_model_graphs"]
+
+
+def _outer_reads(graph: onnx.GraphProto) -> set[str]:
+    """Names a subgraph reads that it does not define itself (outer-scope values)."""
+    defined = {v.name for v in graph.input} | {t.name for t in graph.initializer}
+    read: set[str] = set()
+    for node in graph.node:
+        read.update(name for name in node.input if name)
+        for sub in node_subgraphs(node):
+            read |= _outer_reads(sub)
+        defined.update(node.output)
+    return read - defined - {""}
+
+
+# Default-domain ops that hold subgraphs; nodes of other domains may hold them too.
+_SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+_DEFAULT_DOMAINS = frozenset({"", "ai.onnx"})
+
+
+def _reads(nodes: list[onnx.NodeProto]) -> list[list[str]]:
+    """What each node reads: its inputs, and the outer values its subgraphs read.
+
+    Read by slicing each node's inputs (cheaper than iterating the repeated field); only
+    the nodes that may hold subgraphs are looked into.
+    """
+    reads = [node.input[:] for node in nodes]
+    for position, node in enumerate(nodes):
+        if node.op_type in _SUBGRAPH_OPS or node.domain not in _DEFAULT_DOMAINS:
+            for sub in node_subgraphs(node):
+                reads[position].extend(_outer_reads(sub))
+    return reads
+
+
+def _producers(nodes: list[onnx.NodeProto]) -> dict[str, int]:
+    outputs = [node.output[:] for node in nodes]
+    return {name: i for i, names in enumerate(outputs) for name in names if name}
+
+
+def graph_is_sorted(body: onnx.GraphProto | onnx.FunctionProto) -> bool:
+    """Whether every node of ``body`` comes after the producers of what it reads."""
+    nodes = list(body.node)
+    producer = _producers(nodes).get
+    return all(
+        producer(name, -1) < position
+        for position, names in enumerate(_reads(nodes))
+        for name in names
+    )
+
+
+def _order(nodes: list[onnx.NodeProto]) -> list[int] | None:
+    """A stable topological order of ``nodes``, or None for a cycle."""
+    producer = _producers(nodes)
+    waiting = [0] * len(nodes)
+    readers: list[list[int]] = [[] for _ in nodes]
+    for position, names in enumerate(_reads(nodes)):
+        needed = {producer[n] for n in names if producer.get(n, position) != position}
+        waiting[position] = len(needed)
+        for source in needed:
+            readers[source].append(position)
+    ready = [position for position, count in enumerate(waiting) if count == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        position = heapq.heappop(ready)
+        order.append(position)
+        for reader in readers[position]:
+            waiting[reader] -= 1
+            if waiting[reader] == 0:
+                heapq.heappush(ready, reader)
+    return order if len(order) == len(nodes) else None
+
+
+def sort_graph(body: onnx.GraphProto | onnx.FunctionProto) -> bool:
+    """Sorts the nodes of ``body`` in place; True when they were out of order.
+
+    A cycle leaves the nodes as they are (and returns False): onnx's checker names it.
+    """
+    if graph_is_sorted(body):
+        return False
+    nodes = list(body.node)
+    order = _order(nodes)
+    if order is None:
+        return False
+    reordered = [nodes[position] for position in order]
+    del body.node[:]
+    body.node.extend(reordered)
+    return True
+
+
+def _sort_subgraphs(graph: onnx.GraphProto, path: str, sorted_paths: list[str]) -> None:
+    for node in graph.node:
+        for attribute in node.attribute:
+            bodies = [attribute.g] if attribute.type == onnx.AttributeProto.GRAPH else []
+            if attribute.type == onnx.AttributeProto.GRAPHS:
+                bodies = list(attribute.graphs)
+            for sub in bodies:
+                inner = f"{path}/{node.name or node.op_type}.{attribute.name}"
+                if sort_graph(sub):
+                    sorted_paths.append(inner)
+                _sort_subgraphs(sub, inner, sorted_paths)
+
+
+def sort_model_graphs(model: onnx.ModelProto) -> list[str]:
+    """Sorts every graph of ``model`` in place (main, subgraphs, functions).
+
+    Returns:
+        The graphs that were out of order, as paths (``main``, ``main/loop.body``,
+        ``function f``); empty for a sorted model, which is left untouched.
+    """
+    sorted_paths: list[str] = []
+    if sort_graph(model.graph):
+        sorted_paths.append("main")
+    _sort_subgraphs(model.graph, "main", sorted_paths)
+    for function in model.functions:
+        path = f"function {function.name}"
+        if sort_graph(function):
+            sorted_paths.append(path)
+        for node in function.node:
+            for sub in node_subgraphs(node):
+                if sort_graph(sub):
+                    sorted_paths.append(f"{path}/{node.name or node.op_type}")
+                _sort_subgraphs(sub, path, sorted_paths)
+    return sorted_paths

@@ -1,0 +1,9 @@
+"""What is statically known of the shapes that feed EyeLike nodes, and where it stops.
+
+- :mod:`.values`: the values of the small tensors exporters compute shapes with;
+- :mod:`.rounds`: onnx's inference, with those values computed between its rounds;
+- :mod:`.lost`: for a shape still not static, where it was lost (node, op, why).
+
+Both inference steps (``infer-input-shapes`` on onnx-ir models, and the file path's
+inference on the proto) hand their weightless slices to :func:`.rounds.infer_with_values`.
+"""

@@ -1,0 +1,378 @@
+"""Where the shape of an EyeLike input was lost: the node, its op, and why.
+
+After the rounds of inference (:mod:`eyefold.shape_facts.rounds`) an EyeLike input may
+still have unknown dims. :func:`where_lost` walks back from it, one need at a time: the
+dims of a tensor's shape, or the elements of a shape value. At each node it asks which
+input (and which of its dims or elements) the unknown part comes from, and follows the
+first one that is unknown, until it reaches a node whose inputs are known where its
+output is not (onnx's inference or eyefold's value rules stop there), an op whose output
+depends on the data, or a graph input with dynamic dims (which ``--input-shape`` pins).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection
+
+import onnx
+
+from eyefold.core.metadata_keys import SHAPE_LOST_KEY
+from eyefold.shape_facts.op_shapes import DATA_DEPENDENT, SAME_SHAPE, VALUE_INPUTS
+from eyefold.shape_facts.rounds import Dims, Inference
+from eyefold.shape_facts.values import RULES, slice_positions
+
+__all__ = ["SHAPE_LOST_KEY", "ShapeLoss", "input_loss", "losses", "where_lost"]
+
+_MAX_STEPS = 256
+
+
+@dataclasses.dataclass(frozen=True)
+class ShapeLoss:
+    """Where a shape stopped being known.
+
+    Attributes:
+        value: the value whose shape (or value) is unknown there.
+        node: the node that loses it; None at a graph input.
+        op: that node's op type; None at a graph input.
+        why: the reason, in words.
+    """
+
+    value: str
+    node: str | None
+    op: str | None
+    why: str
+
+    def describe(self) -> str:
+        """One phrase for the report: ``lost at node 'n' (Range): why``."""
+        if self.op is None:
+            return f"lost at graph input {self.value!r}: {self.why}"
+        return f"lost at node {self.node!r} ({self.op}): {self.why}"
+
+    def to_dict(self) -> dict[str, str | None]:
+        """The report's ``shape_lost`` entry."""
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Need:
+    """What must be known: ``kind`` "shape" (dims) or "value" (elements) of ``name``."""
+
+    kind: str
+    name: str
+    parts: tuple[int, ...] | None = None
+
+
+def _exact(parent: _Need, child: _Need) -> bool:
+    """Whether ``child`` is exactly what ``parent`` needs, not a broader guess.
+
+    A need for every dim or element of a value, derived from a need for only some parts
+    of its consumer's output, may lead to parts the consumer never read.
+    """
+    return child.parts is not None or parent.parts is None
+
+
+def _dims_text(dims: Dims, positions: list[int]) -> str:
+    named = [f"dim {i} ({dims[i]!r})" if dims[i] else f"dim {i}" for i in positions]
+    verb, pronoun = ("is", "it") if len(named) == 1 else ("are", "them")
+    return f"{', '.join(named)} {verb} dynamic; --input-shape pins {pronoun}"
+
+
+def input_loss(name: str, dims: Dims) -> ShapeLoss:
+    """The loss at graph input ``name``, declared with ``dims``."""
+    unknown = [i for i, d in enumerate(dims) if not isinstance(d, int)]
+    return ShapeLoss(name, None, None, _dims_text(dims, unknown))
+
+
+class _Walk:
+    """The facts of one inference, asked what is known and where a need leads."""
+
+    def __init__(self, inference: Inference, model_inputs: Collection[str]) -> None:
+        graph = inference.model.graph
+        self.shapes = inference.shapes
+        self.values = inference.values
+        self.constants = {t.name for t in graph.initializer}
+        self.producer = {o: n for n in graph.node for o in n.output if o}
+        self.model_inputs = set(model_inputs)
+
+    def unknown(self, need: _Need) -> list[int] | None:
+        """The unknown dims or elements among ``need.parts`` (None: nothing is known)."""
+        if need.kind == "shape":
+            items: list[object] | None = self.shapes.get(need.name)
+            known = (lambda d: isinstance(d, int)) if items is not None else None
+        else:
+            if need.name in self.constants:
+                return []
+            value = self.values.get(need.name)
+            items = None if value is None else list(value.items)
+            known = lambda d: d is not None  # noqa: E731
+        if items is None or known is None:
+            return None
+        parts = range(len(items)) if need.parts is None else need.parts
+        return [i for i in parts if 0 <= i < len(items) and not known(items[i])]
+
+    def is_known(self, need: _Need) -> bool:
+        return self.unknown(need) == []
+
+    def value_length(self, name: str) -> int | None:
+        value = self.values.get(name)
+        if value is not None:
+            return len(value.items)
+        dims = self.shapes.get(name)
+        if dims is not None and len(dims) <= 1:
+            return dims[0] if dims and isinstance(dims[0], int) else (1 if not dims else None)
+        return None
+
+    def at_input(self, need: _Need) -> ShapeLoss:
+        name = need.name
+        if name not in self.model_inputs:
+            why = "its value is a tensor too large to follow as a shape value"
+            if name not in self.shapes:
+                why = "it is computed outside what was inferred"
+            return ShapeLoss(name, None, None, why)
+        if need.kind == "value":
+            return ShapeLoss(name, None, None, "its value is only known at run time")
+        dims = self.shapes.get(name)
+        if dims is None:
+            return ShapeLoss(name, None, None, "its shape is not declared")
+        return ShapeLoss(name, None, None, _dims_text(dims, self.unknown(need) or []))
+
+
+def _unknowns(walk: _Walk, names: list[str], kind: str) -> list[_Need]:
+    return [_Need(kind, n) for n in names if n and not walk.is_known(_Need(kind, n))]
+
+
+def _value_step(walk: _Walk, node: onnx.NodeProto, need: _Need) -> list[_Need] | str:
+    """Where the unknown elements of ``node``'s output value come from, or why not known."""
+    elements = walk.unknown(need)
+    if not elements:
+        return _element_step(walk, node, None)
+    needs: list[_Need] = []
+    for element in elements:
+        found = _element_step(walk, node, element)
+        if isinstance(found, str):
+            return found
+        needs.extend(n for n in found if n not in needs)
+    return needs
+
+
+def _element_step(walk: _Walk, node: onnx.NodeProto, element: int | None) -> list[_Need] | str:
+    """Where one element (None: every element) of ``node``'s output comes from."""
+    op, inputs = node.op_type, list(node.input)
+    if element is None:
+        if op in ("Shape", "Size"):
+            return [_Need("shape", inputs[0])]
+        found = _unknowns(walk, inputs, "value")
+        if found and op in RULES:
+            return found
+        return f"its value is computed by {op}, which eyefold does not evaluate"
+    if op == "Shape":
+        dims = walk.shapes.get(inputs[0])
+        start = onnx.helper.get_node_attr_value(node, "start") if _has(node, "start") else 0
+        if dims is None:
+            return [_Need("shape", inputs[0])]
+        rank = len(dims)
+        start = min(max(start + rank if start < 0 else start, 0), rank)
+        return [_Need("shape", inputs[0], (start + element,))]
+    if op == "Size":
+        return [_Need("shape", inputs[0])]
+    if op in ("Reshape", "Squeeze", "Unsqueeze", "Identity", "Flatten", "Cast", "Neg", "Abs"):
+        return [_Need("value", inputs[0], (element,))]
+    if op == "Gather":
+        return _gather_step(walk, inputs, element)
+    if op == "Concat":
+        return _concat_step(walk, inputs, element)
+    if op == "Slice":
+        return _slice_step(walk, inputs, element)
+    if op in RULES and op not in ("Constant", "ConstantOfShape", "Expand"):
+        needs = []
+        for name in inputs:  # elementwise: the operands unknown at that element
+            length = walk.value_length(name) if name else None
+            index = 0 if length == 1 else element
+            if name and not walk.is_known(_Need("value", name, (index,))):
+                needs.append(_Need("value", name, (index,)))
+        if needs:
+            return needs
+    return _element_step(walk, node, None)
+
+
+def _has(node: onnx.NodeProto, name: str) -> bool:
+    return any(a.name == name for a in node.attribute)
+
+
+def _gather_step(walk: _Walk, inputs: list[str], element: int) -> list[_Need]:
+    indices = walk.values.get(inputs[1])
+    if indices is None or not indices.known:
+        return [_Need("value", inputs[1])]
+    length = walk.value_length(inputs[0])
+    picked = indices.ints()
+    if length is None or picked is None or element >= len(picked):
+        return [_Need("value", inputs[0])]
+    return [_Need("value", inputs[0], (picked[element] % length,))]
+
+
+def _concat_step(walk: _Walk, inputs: list[str], element: int) -> list[_Need] | str:
+    offset = 0
+    for name in inputs:
+        length = walk.value_length(name)
+        if length is None:
+            return [_Need("value", name)]
+        if element < offset + length:
+            return [_Need("value", name, (element - offset,))]
+        offset += length
+    return "its value is not known"
+
+
+def _slice_step(walk: _Walk, inputs: list[str], element: int) -> list[_Need] | str:
+    settings = [walk.values.get(name) if name else None for name in inputs[1:5]]
+    unknown = [
+        _Need("value", name)
+        for name, value in zip(inputs[1:5], settings, strict=False)
+        if name and (value is None or not value.known)
+    ]
+    if unknown:
+        return unknown
+    starts, ends = settings[0].ints(), settings[1].ints()  # type: ignore[union-attr]
+    steps = settings[3].ints() if len(settings) > 3 and settings[3] else [1]
+    length = walk.value_length(inputs[0])
+    if length is None or not starts or not ends or not steps or steps[0] == 0:
+        return [_Need("value", inputs[0])]
+    positions = slice_positions(length, starts[0], ends[0], steps[0])
+    if element >= len(positions):
+        return "its value is not known"
+    return [_Need("value", inputs[0], (positions[element],))]
+
+
+def _reshape_step(walk: _Walk, inputs: list[str], dims: list[int]) -> list[_Need]:
+    """Reshape: a dim is the target's element, the data's dim (0), or all of them (-1)."""
+    target = walk.values.get(inputs[1])
+    if target is None:
+        return [_Need("value", inputs[1])]
+    needs: list[_Need] = []
+    for dim in dims:
+        item = target.items[dim] if dim < len(target.items) else None
+        if item is None:
+            needs.append(_Need("value", inputs[1], (dim,)))
+        elif item == 0:
+            needs.append(_Need("shape", inputs[0], (dim,)))
+        else:  # -1: the remaining size, from every dim of the data and of the target
+            needs.extend(_unknowns(walk, [inputs[0]], "shape"))
+            needs.extend(_unknowns(walk, [inputs[1]], "value"))
+    return needs
+
+
+def _shape_step(walk: _Walk, node: onnx.NodeProto, need: _Need) -> list[_Need] | str:
+    """Where the unknown dims of ``node``'s output come from, or why they are lost."""
+    op, inputs = node.op_type, list(node.input)
+    if op in DATA_DEPENDENT:
+        return DATA_DEPENDENT[op]
+    dims = walk.unknown(need)
+    if op == "Transpose" and dims:
+        perm = onnx.helper.get_node_attr_value(node, "perm") if _has(node, "perm") else None
+        rank = len(walk.shapes.get(inputs[0]) or [])
+        perm = list(perm) if perm is not None else list(reversed(range(rank)))
+        if all(d < len(perm) for d in dims):
+            return [_Need("shape", inputs[0], tuple(perm[d] for d in dims))]
+    if op in SAME_SHAPE:
+        return [_Need("shape", inputs[0], tuple(dims) if dims else None)]
+    if op == "ConstantOfShape":
+        return [_Need("value", inputs[0], tuple(dims) if dims else None)]
+    if op == "Reshape" and dims and len(inputs) > 1:
+        return _reshape_step(walk, inputs, dims)
+    value_inputs = VALUE_INPUTS.get(op, ())
+    read = [n for i, n in enumerate(inputs) if i in value_inputs]
+    needs = _unknowns(walk, read, "value")
+    needs += _unknowns(walk, [n for n in inputs if n not in read], "shape")
+    return needs or "onnx's inference gives it no static shape though its inputs are known"
+
+
+def _merged(have: _Need | None, need: _Need) -> _Need:
+    """One need for every part of a graph input that some path needs."""
+    if have is None:
+        return need
+    if have.parts is None or need.parts is None or have.kind != need.kind:
+        return _Need(have.kind, have.name)
+    return _Need(have.kind, have.name, tuple(sorted({*have.parts, *need.parts})))
+
+
+def _input_losses(losses: list[ShapeLoss]) -> ShapeLoss:
+    """One loss for the graph inputs reached: the first, naming the others' dims too."""
+    first, others = losses[0], [f"{loss.value!r} ({loss.why})" for loss in losses[1:]]
+    if not others:
+        return first
+    why = f"{first.why}; so is graph input {', '.join(others)}"
+    return dataclasses.replace(first, why=why)
+
+
+def where_lost(
+    inference: Inference, target: str, model_inputs: Collection[str]
+) -> ShapeLoss | None:
+    """Where the shape of ``target`` (a main-graph value of the inferred slice) was lost.
+
+    Every unknown part is followed back; a node that loses the shape although what it
+    reads is known (or whose output depends on the data) is reported first, the nearest
+    to ``target``; otherwise the graph inputs whose dynamic dims it all comes from.
+
+    Args:
+        inference: what the rounds of inference found.
+        target: the value whose shape is not static.
+        model_inputs: the slice inputs that are the model's own graph inputs (the others
+            stand for weights or for values computed outside the slice).
+
+    Returns:
+        The loss, or None when the shape is static after all.
+    """
+    return losses(inference, [target], model_inputs).get(target)
+
+
+def losses(
+    inference: Inference, targets: Collection[str], model_inputs: Collection[str]
+) -> dict[str, ShapeLoss]:
+    """:func:`where_lost` of each target whose shape is not static, walking one graph."""
+    unresolved = [t for t in targets if not _static(inference.shapes.get(t))]
+    if not unresolved:
+        return {}
+    walk = _Walk(inference, model_inputs)
+    found = {target: _walk_back(walk, target) for target in unresolved}
+    return {target: loss for target, loss in found.items() if loss is not None}
+
+
+def _static(dims: Dims | None) -> bool:
+    return dims is not None and all(isinstance(d, int) for d in dims)
+
+
+def _walk_back(walk: _Walk, target: str) -> ShapeLoss | None:
+    """Where ``target``'s shape was lost (see :func:`where_lost`)."""
+    start = _Need("shape", target)
+    if walk.is_known(start):
+        return None
+    frontier, exact = [start], {start: True}
+    inputs: dict[str, _Need] = {}
+    stops: list[tuple[bool, ShapeLoss]] = []
+    for _ in range(_MAX_STEPS):
+        if not frontier:
+            break
+        need = frontier.pop(0)
+        node = walk.producer.get(need.name)
+        if node is None:
+            inputs[need.name] = _merged(inputs.get(need.name), need)
+            continue
+        step = (_shape_step if need.kind == "shape" else _value_step)(walk, node, need)
+        if isinstance(step, list) and step and all(walk.is_known(n) for n in step):
+            what = "shape" if need.kind == "shape" else "value"
+            step = f"its output's {what} is not inferred though what it reads is known"
+        if isinstance(step, str) or not step:
+            loss = ShapeLoss(need.name, node.name, node.op_type, step or "it is not known")
+            stops.append((exact[need], loss))
+            continue
+        for found in step:
+            if found not in exact:
+                exact[found] = exact[need] and _exact(need, found)
+                frontier.append(found)
+    # A node that loses the shape on an exact path, before dynamic graph inputs, before a
+    # node reached only by a broader guess.
+    for is_exact, loss in stops:
+        if is_exact:
+            return loss
+    if inputs:
+        return _input_losses([walk.at_input(need) for need in inputs.values()])
+    return stops[0][1] if stops else None

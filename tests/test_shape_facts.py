@@ -1,0 +1,250 @@
+"""Shape values are computed as the ops compute them, and only where they are known.
+
+The value rules (``eyefold.shape_facts.values``) are checked against onnx's reference
+evaluator on random shape chains: every element they call known must equal what the model
+computes, for every value of the dims that are not static (two different values each).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx.reference
+import onnx_ir as ir
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper
+
+import eyefold
+from eyefold.shape_facts.lost import where_lost
+from eyefold.shape_facts.rounds import infer_with_values, shape_table
+from eyefold.shape_facts.values import propagate
+
+_INT64 = TensorProto.INT64
+
+
+def _const(name: str, values: list[int] | int) -> onnx.NodeProto:
+    array = np.array(values, dtype=np.int64)
+    return helper.make_node(
+        "Constant", [], [name], value=onnx.numpy_helper.from_array(array, name)
+    )
+
+
+@st.composite
+def _chains(draw: st.DrawFn) -> tuple[list[onnx.NodeProto], str, list[object]]:
+    """Random shape computations on Shape(x): (nodes, result name, dims of x)."""
+    rank = draw(st.integers(1, 4))
+    dims: list[object] = [
+        draw(st.one_of(st.integers(1, 6), st.sampled_from(["a", "b"]))) for _ in range(rank)
+    ]
+    nodes = [helper.make_node("Shape", ["x"], ["v0"])]
+    length, current = rank, "v0"
+    for step in range(draw(st.integers(1, 6))):
+        out, c = f"v{step + 1}", f"c{step}"
+        kind = draw(
+            st.sampled_from(
+                [
+                    "gather", "slice", "concat", "arith", "cast", "minmax", "where", "neg",
+                    "expand",
+                ]
+            )
+        )
+        if kind == "gather":
+            index = draw(st.integers(-length, length - 1))
+            nodes += [_const(c, [index]), helper.make_node("Gather", [current, c], [out])]
+            length = 1
+        elif kind == "slice":
+            start, end = draw(st.integers(-5, 5)), draw(st.integers(-5, 5))
+            step_size = draw(st.sampled_from([1, 2, -1]))
+            names = [f"{c}s", f"{c}e", f"{c}a", f"{c}p"]
+            nodes += [
+                _const(names[0], [start]),
+                _const(names[1], [end]),
+                _const(names[2], [0]),
+                _const(names[3], [step_size]),
+                helper.make_node("Slice", [current, *names], [out]),
+            ]
+            length = len(range(*slice(start, end, step_size).indices(length)))
+            if length == 0:
+                return nodes, out, dims
+        elif kind == "concat":
+            extra = draw(st.lists(st.integers(-3, 7), min_size=1, max_size=2))
+            concat = helper.make_node("Concat", [current, c], [out], axis=0)
+            nodes += [_const(c, extra), concat]
+            length += len(extra)
+        elif kind in ("arith", "minmax"):
+            ops = ["Add", "Sub", "Mul", "Div"] if kind == "arith" else ["Min", "Max"]
+            op = draw(st.sampled_from(ops))
+            operand = draw(st.integers(-4, 4))
+            operand = 3 if operand == 0 and op == "Div" else operand
+            nodes += [_const(c, [operand]), helper.make_node(op, [current, c], [out])]
+        elif kind == "cast":
+            nodes += [
+                helper.make_node("Cast", [current], [f"{c}f"], to=TensorProto.FLOAT),
+                helper.make_node("Cast", [f"{c}f"], [out], to=_INT64),
+            ]
+        elif kind == "where":
+            nodes += [
+                _const(c, [2]),
+                helper.make_node("Less", [current, c], [f"{c}m"]),
+                helper.make_node("Where", [f"{c}m", c, current], [out]),
+            ]
+        elif kind == "expand":
+            size = draw(st.sampled_from([1, length, 0, 3] if length == 1 else [1, length]))
+            nodes += [_const(c, [size]), helper.make_node("Expand", [current, c], [out])]
+            length = size if length == 1 else length
+            if length == 0:
+                return nodes, out, dims
+        else:
+            nodes += [helper.make_node("Neg", [current], [out])]
+        current = out
+    # Reshape to a vector and back through Unsqueeze/Squeeze, as dynamo writes it.
+    nodes += [
+        _const("flat", [-1]),
+        helper.make_node("Reshape", [current, "flat"], ["r"]),
+    ]
+    return nodes, "r", dims
+
+
+def _run(nodes: list[onnx.NodeProto], result: str, dims: list[int]) -> np.ndarray:
+    graph = helper.make_graph(
+        nodes,
+        "chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+        [helper.make_tensor_value_info(result, _INT64, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
+    x = np.zeros(dims, dtype=np.float32)
+    return onnx.reference.ReferenceEvaluator(model).run(None, {"x": x})[0]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_chains())
+def test_known_elements_are_what_the_model_computes(case) -> None:
+    nodes, result, dims = case
+    shapes = {"x": [d if isinstance(d, int) else None for d in dims]}
+    found = propagate(nodes, {}, shapes.get).get(result)
+    for a, b in ((2, 3), (5, 1)):
+        concrete = [d if isinstance(d, int) else (a if d == "a" else b) for d in dims]
+        expected = _run(nodes, result, concrete).reshape(-1)
+        if found is None:
+            continue
+        assert len(found.items) == expected.size
+        for item, want in zip(found.items, expected.tolist(), strict=True):
+            assert item is None or item == want
+
+
+def _hippynn_chain(batch: int | str) -> onnx.ModelProto:
+    """dynamo's ``torch.diagonal`` mask of a [P, 3, 3] tensor: Shape -> Gather (scalar) ->
+    Reshape([1]) -> Concat -> ConstantOfShape -> EyeLike, with P dynamic."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        _const("one", 1),
+        helper.make_node("Gather", ["shape", "one"], ["rows"]),
+        _const("vector", [1]),
+        helper.make_node("Reshape", ["rows", "vector"], ["rows1"]),
+        _const("two", 2),
+        helper.make_node("Gather", ["shape", "two"], ["cols"]),
+        helper.make_node("Reshape", ["cols", "vector"], ["cols1"]),
+        helper.make_node("Concat", ["rows1", "cols1"], ["dims"], axis=0),
+        helper.make_node("ConstantOfShape", ["dims"], ["zeros"]),
+        helper.make_node("EyeLike", ["zeros"], ["eye"]),
+        helper.make_node("Mul", ["x", "eye"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "hippynn_like",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 3, 3])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+
+
+def test_onnx_alone_loses_the_reshape_chain_and_the_rounds_recover_it() -> None:
+    model = _hippynn_chain("P")
+    alone = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    assert shape_table(alone.graph)["zeros"] != [3, 3]
+    inference = infer_with_values(_hippynn_chain("P"), ["zeros"])
+    assert inference.shapes["zeros"] == [3, 3]
+    assert inference.rounds == 2 and "dims" in inference.computed
+
+
+def test_the_reshape_chain_folds_bit_identically() -> None:
+    model = _hippynn_chain("P")
+    optimized, report = _optimized(model)
+    assert report.counts()["folded"] == 1
+    x = np.random.default_rng(0).standard_normal((4, 3, 3)).astype(np.float32)
+    want = onnx.reference.ReferenceEvaluator(model).run(None, {"x": x})[0]
+    got = onnx.reference.ReferenceEvaluator(optimized).run(None, {"x": x})[0]
+    assert got.tobytes() == want.tobytes()
+
+
+def _optimized(model: onnx.ModelProto, **options: object):
+    result = eyefold.optimize_with_report(model, **options)
+    return result.model, result.report
+
+
+def _eyelike_of(source_nodes: list[onnx.NodeProto], inputs: list[onnx.ValueInfoProto]):
+    nodes = [
+        *source_nodes,
+        helper.make_node("ConstantOfShape", ["dims"], ["zeros"]),
+        helper.make_node("EyeLike", ["zeros"], ["y"], name="eye"),
+    ]
+    graph = helper.make_graph(
+        nodes, "lost", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        (
+            "nonzero",
+            {"node": "nonzero", "op": "NonZero", "why": "depends on the values"},
+        ),
+        ("input_value", {"value": "n", "op": None, "why": "only known at run time"}),
+        ("dynamic_dim", {"value": "x", "op": None, "why": "dim 0 ('B') is dynamic"}),
+    ],
+)
+def test_the_report_names_where_the_shape_was_lost(case: str, expected: dict) -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", 4])
+    n = helper.make_tensor_value_info("n", _INT64, [1])
+    if case == "nonzero":
+        sources = [
+            helper.make_node("NonZero", ["x"], ["where"], name="nonzero"),
+            helper.make_node("Shape", ["where"], ["dims"], name="shape"),
+        ]
+        inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])]
+    elif case == "input_value":
+        sources = [helper.make_node("Concat", ["n", "n"], ["dims"], axis=0, name="concat")]
+        inputs = [n]
+    else:
+        sources = [
+            helper.make_node("Shape", ["x"], ["shape"]),
+            _const("first", [0]),
+            helper.make_node("Gather", ["shape", "first"], ["rows"]),
+            helper.make_node("Concat", ["rows", "rows"], ["dims"], axis=0),
+        ]
+        inputs = [x]
+    model = _eyelike_of(sources, inputs)
+    _, report = _optimized(model)
+    node = report.nodes[0]
+    assert node.action == "inferred" and node.shape_lost is not None
+    for key, text in expected.items():
+        assert (text is None and node.shape_lost[key] is None) or text in node.shape_lost[key]
+    assert "lost at" in node.reason
+    assert report.to_dict()["nodes"][0]["shape_lost"] == node.shape_lost
+
+
+def test_a_folded_node_has_no_shape_lost_entry() -> None:
+    _, report = _optimized(_hippynn_chain(4))
+    assert "shape_lost" not in report.to_dict()["nodes"][0]
+
+
+def test_where_lost_is_none_for_a_static_shape() -> None:
+    inference = infer_with_values(_hippynn_chain(4), ["zeros"])
+    assert where_lost(inference, "zeros", ["x"]) is None
+    ir_model = ir.serde.deserialize_model(_hippynn_chain("P"))
+    assert eyefold.optimize_with_report(ir_model).report.counts()["folded"] == 1
