@@ -3,7 +3,7 @@
 The chosen nodes are replaced by the small model's nodes (stand-ins and the sink
 dropped); a node that survived keeps its place, a new one goes right after the last node
 it reads from. Initializers the passes removed are dropped, new ones appended (as onnx-ir
-appends them); the value_info of every value the small model held is replaced by what
+appends them, each serialized straight into its new place); the value_info of every value the small model held is replaced by what
 onnx-ir writes for it; graph outputs it held are rewritten. Outside readers of a value
 the passes replaced (the sink's inputs say which) read the new name. If the result would
 not be in topological order, :class:`SpliceError` says so and nothing has been changed:
@@ -144,10 +144,14 @@ def _rewrite_nodes(graph: onnx.GraphProto, plan: _Plan, chosen: list[int]) -> No
 
 @dataclasses.dataclass
 class _Tables:
-    """What onnx-ir would write for the small model, except the nodes and old tensors."""
+    """What onnx-ir would write for the small model, except the nodes and old tensors.
+
+    The new initializers stay tensors until they are serialized into their place in the
+    graph (:func:`_rewrite_tables`): a folded tensor is written once, never copied.
+    """
 
     kept: set[str]
-    new_initializers: list[onnx.TensorProto]
+    new_initializers: list[ir.TensorProtocol]
     value_info: list[onnx.ValueInfoProto]
     outputs: list[onnx.ValueInfoProto]
 
@@ -164,7 +168,7 @@ def _tables(hood: Neighbourhood) -> _Tables:
     for name, value in graph.initializers.items():
         if name not in hood.initializers and value.const_value is not None:
             value.const_value.name = name
-            new.append(ir.serde.serialize_tensor(value.const_value))
+            new.append(value.const_value)
             if _has_info(value):  # onnx-ir describes every initializer in value_info
                 infos.append(ir.serde.serialize_value(value))
     infos += [
@@ -209,7 +213,8 @@ def _rewrite_tables(graph: onnx.GraphProto, index: GraphIndex, hood: Neighbourho
     dropped = hood.initializers - tables.kept
     for position in sorted((index.initializers[n] for n in dropped), reverse=True):
         del graph.initializer[position]
-    graph.initializer.extend(tables.new_initializers)
+    for tensor in tables.new_initializers:
+        ir.serde.serialize_tensor_into(graph.initializer.add(), tensor)
     touched = hood.names | {v.name or "" for n in hood.model.graph for v in n.outputs}
     touched |= set(tables.kept)
     # Kept initializers and graph inputs keep their entries, as onnx-ir would write them.
