@@ -9,17 +9,21 @@ imported only by the runs that measure.
 from __future__ import annotations
 
 import contextlib
+import functools
 
 __all__ = ["SUPPORTED_RUNTIMES", "installed_version"]
 
 SUPPORTED_RUNTIMES = ("onnxruntime",)
 
 
+@functools.cache
 def installed_version(runtime: str = "onnxruntime") -> str | None:
     """The installed runtime's version from its package metadata, None when absent.
 
     GPU and other builds ship the same import name under another distribution name, so
-    the import name's distributions are asked too.
+    the import name's distributions are asked too. Reading the metadata parses files of
+    every installed distribution; it is read once per process (a package installed
+    while a process runs is not imported by it either).
     """
     import importlib.metadata  # about 10 ms of imports: only runs that judge need it
 

@@ -24,6 +24,8 @@ This module decides between the three sources; the table type is
 
 from __future__ import annotations
 
+import functools
+
 from eyefold.errors import EyefoldError
 from eyefold.runtime.cache import CACHE_DIR_ENV, cache_dir, cache_path, read_cache, write_cache
 from eyefold.runtime.installed import SUPPORTED_RUNTIMES, installed_version
@@ -57,10 +59,14 @@ __all__ = [
 ]
 
 
+@functools.cache
 def fallback_support(
     runtime: str = "onnxruntime", version: str | None = None
 ) -> EyeLikeSupport:
-    """The table measured with onnxruntime 1.32, for when no measurement is at hand."""
+    """The table measured with onnxruntime 1.32, for when no measurement is at hand.
+
+    Built once per process for each runtime and version (the table is frozen).
+    """
     check_runtime(runtime)
     return EyeLikeSupport(
         runtime=runtime,
