@@ -20,11 +20,17 @@ from __future__ import annotations
 from typing import ClassVar
 
 import onnx_ir as ir
-from onnxscript.rewriter import MatchResult, RewriteRule, RewriteRuleClassBase
 
 from eyefold.core.domains import DEFAULT_DOMAINS
 from eyefold.core.eyelike_types import EYELIKE_TYPES_OPSET_22
-from eyefold.core.rule_spec import Exactness, Reach, RuleSpec
+from eyefold.core.rule_spec import (
+    CheckResult,
+    Exactness,
+    Phase,
+    Reach,
+    RuleSpec,
+    match_result,
+)
 from eyefold.rules._common import eyelike_k, legalized_for, same_dim, scope_opset
 from eyefold.rules._diagonal_build import DiagonalPlan, build_diagonal
 
@@ -50,7 +56,14 @@ _SAME_SHAPE_OPS = frozenset({"Cast", "CastLike", "Identity"})
 
 # Root: the ReduceSum after Mul(data, mask), the mask read through a Cast, CastLike or
 # Identity; the data side's shape chain is read too, beyond the EyeLike's neighbourhood.
-_REACH = Reach(depth=3, becomes_eyelike=_SAME_SHAPE_OPS, reads_past=frozenset({"Mul"}))
+# The EyeLike's own consumer is the Mul, or the Cast or CastLike the mask is read through.
+_PHASE: Phase = "before-fold"
+_REACH = Reach(
+    frozenset({"Mul", "Cast", "CastLike"}),
+    depth=3,
+    becomes_eyelike=_SAME_SHAPE_OPS,
+    reads_past=frozenset({"Mul"}),
+)
 
 Item = int | tuple[ir.Value, int]
 
@@ -300,7 +313,7 @@ def plan_diagonal(
     return "; ".join(dict.fromkeys(reasons))
 
 
-class MaskedSumDiagonalBase(RewriteRuleClassBase):
+class MaskedSumDiagonalBase:
     """ReduceSum(Mul(x, EyeLike mask)) -> the mask's diagonal of x, padded as the sum was."""
 
     DTYPES: ClassVar[frozenset[ir.DataType]] = frozenset()
@@ -312,9 +325,9 @@ class MaskedSumDiagonalBase(RewriteRuleClassBase):
             product, _allow_other_inputs=True, _allow_other_attributes=True, _outputs=["total"]
         )
 
-    def check(self, context, a: ir.Value, b: ir.Value, total: ir.Value) -> MatchResult:
+    def check(self, context, a: ir.Value, b: ir.Value, total: ir.Value) -> CheckResult:
         """Accepts a sum over one dim of an EyeLike mask that covers the data's last dims."""
-        result = MatchResult()
+        result = match_result()
         opset = scope_opset(context.graph_or_function, context.model)
         if opset is None or opset < MIN_OPSET:
             return result.fail(f"opset {opset} is below {MIN_OPSET} (Reshape allowzero)")
@@ -333,9 +346,9 @@ class MaskedSumDiagonalBase(RewriteRuleClassBase):
 
 
 def diagonal_spec(
-    module_name: str, module_doc: str | None, rule: RewriteRule, exactness: Exactness
+    module_name: str, module_doc: str | None, rule_class: type, exactness: Exactness
 ) -> RuleSpec:
     """The spec of one masked-sum diagonal rule: phase and reach are the family's."""
     return RuleSpec.declare(
-        module_name, module_doc, rule, exactness=exactness, phase="before-fold", reach=_REACH
+        module_name, module_doc, rule_class, exactness=exactness, phase=_PHASE, reach=_REACH
     )
