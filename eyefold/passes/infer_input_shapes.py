@@ -161,7 +161,9 @@ def _name_subgraphs(
 def _slice_model(
     model: ir.Model, piece: _Slice
 ) -> tuple[onnx.ModelProto, dict[str, ir.Graph], StandIns]:
-    graph = onnx.GraphProto(name="eyefold_slice")
+    slice_model = onnx.ModelProto()
+    graph = slice_model.graph
+    graph.name = "eyefold_slice"
     names: dict[str, ir.Graph] = {graph.name: piece.root}
     large = {id(node) for node in piece.nodes if ir_large_constant(node)}
     for value in _free_values(piece.nodes, large):
@@ -180,7 +182,7 @@ def _slice_model(
         graph.node.append(proto_node)
     graph.output.extend(onnx.ValueInfoProto(name=v.name) for v in piece.targets if v.name)
     proto, stand_ins = weightless_model(
-        graph,
+        slice_model,
         ir_version=model.ir_version,
         opset_imports=(
             onnx.OperatorSetIdProto(domain=d, version=v)
