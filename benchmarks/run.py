@@ -53,6 +53,10 @@ PEERS = (
     "onnxruntime",
 )
 EYEFOLD = ("eyefold_api", "eyefold_inmem", "eyefold_cli")
+# On the chain: also the file path (what the command line runs, in process) and the
+# library given a ModelProto, and onnxruntime's basic level (constant folding) too.
+CHAIN_EYEFOLD = ("eyefold_file", "eyefold_proto")
+CHAIN_PEERS = ("onnxruntime_basic",)
 FLOORS = ("floor_onnx", "floor_ir")
 LABELS = {
     "floor_onnx": "floor: onnx load+save",
@@ -62,6 +66,8 @@ LABELS = {
     "eyefold_api": "eyefold.optimize (load+optimize+save)",
     "eyefold_inmem": "eyefold.optimize on in-memory onnx_ir.Model",
     "eyefold_cli": "`eyefold optimize` CLI (process)",
+    "eyefold_file": "eyefold file path (optimize_file: load+optimize+save, in process)",
+    "eyefold_proto": "eyefold on a ModelProto (onnx.load+optimize_proto+onnx.save)",
     "python_startup": "`eyefold --version` (process start + imports)",
     "onnxscript_optimizer": "onnxscript.optimizer.optimize",
     "onnxsim": "onnxsim.simplify",
@@ -69,6 +75,7 @@ LABELS = {
     "onnxoptimizer": "onnxoptimizer.optimize",
     "graphsurgeon": "onnx-graphsurgeon fold_constants+cleanup",
     "onnxruntime": "onnxruntime offline (ORT_ENABLE_EXTENDED)",
+    "onnxruntime_basic": "onnxruntime offline (ORT_ENABLE_BASIC)",
     "onnx_version_converter": "onnx.version_converter.convert_version",
     "onnxscript_version_converter": "onnxscript.version_converter (fallback=True)",
 }
@@ -124,10 +131,12 @@ def _specs(name: str, path: Path) -> list[Spec]:
         )
         specs = [Spec(t, t, path) for t in FLOORS]
         specs += [Spec(t + "_out", t, folded) for t in FLOORS]
-        specs += [Spec(t, t, path, size_limit=BIG_FOLD_LIMIT) for t in EYEFOLD]
+        specs += [
+            Spec(t, t, path, size_limit=BIG_FOLD_LIMIT) for t in (*EYEFOLD, *CHAIN_EYEFOLD)
+        ]
         if name == "chain_4096":
             specs.append(Spec("python_startup", "python_startup", path))
-        return specs + [Spec(t, t, path) for t in PEERS]
+        return specs + [Spec(t, t, path) for t in (*PEERS, *CHAIN_PEERS)]
     if kind == "opset9":
         tools = (
             *FLOORS,
@@ -408,7 +417,7 @@ def targets(models: dict[str, dict], kernel: dict | None) -> list[str]:
         ours = {k: _median(m, k) for k in ("eyefold_api", "eyefold_cli")}
         folding = {
             k: _median(m, k)
-            for k in PEERS
+            for k in (*PEERS, *CHAIN_PEERS)
             if _median(m, k) is not None and m["tools"][k].get("eyelike_left") == 0
         }
         if not folding or not ours["eyefold_api"]:
@@ -435,6 +444,16 @@ def targets(models: dict[str, dict], kernel: dict | None) -> list[str]:
                 f" {limit:.0f} MiB: {verdict(rss <= limit)}"
             )
         out.append(line)
+        best = min(folding, key=folding.get)
+        for key in CHAIN_EYEFOLD:
+            seconds = _median(m, key)
+            if seconds is not None:
+                ratio = seconds / folding[best]
+                out.append(
+                    f"- {m['model']}: {LABELS[key]} {seconds:.3f} s vs fastest folding peer"
+                    f" {best} {folding[best]:.3f} s ({ratio:.2f}x; target < 1x):"
+                    f" {verdict(ratio < 1)}"
+                )
     up = next((m for m in models.values() if m["model"].startswith("opset9")), None)
     if up:
         conv = up["tools"].get("onnx_version_converter", {})

@@ -108,7 +108,7 @@ def eyefold_proto(inp: str, out: str, args: argparse.Namespace) -> dict:
     options = PipelineOptions(size_limit=args.size_limit, target_opset=args.target_opset)
     run = optimize_proto(onnx.load(inp, load_external_data=False), options, source_path=inp)
     _onnx_save(run.model, out, inp)
-    return {"path": run.report.steps[0].name}
+    return {"path": run.record.steps[0].name}
 
 
 def eyefold_file(inp: str, out: str, args: argparse.Namespace) -> dict:
@@ -219,10 +219,18 @@ def graphsurgeon(inp: str, out: str, args: argparse.Namespace) -> dict:
 
 
 def onnxruntime(inp: str, out: str, args: argparse.Namespace) -> dict:
+    return _onnxruntime_offline(inp, out, "ORT_ENABLE_EXTENDED")
+
+
+def onnxruntime_basic(inp: str, out: str, args: argparse.Namespace) -> dict:
+    return _onnxruntime_offline(inp, out, "ORT_ENABLE_BASIC")
+
+
+def _onnxruntime_offline(inp: str, out: str, level: str) -> dict:
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
     options.optimized_model_filepath = out
     if _is_big(inp):
         options.add_session_config_entry(
@@ -265,6 +273,7 @@ _SETUP: dict[str, tuple[str, ...]] = {
     "onnxoptimizer": ("onnxoptimizer", "onnx"),
     "graphsurgeon": ("onnx_graphsurgeon", "onnx"),
     "onnxruntime": ("onnxruntime",),
+    "onnxruntime_basic": ("onnxruntime",),
     "onnx_version_converter": ("onnx.version_converter",),
     "onnxscript_version_converter": ("onnx_ir", "onnxscript.version_converter"),
 }

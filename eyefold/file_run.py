@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     import onnx_ir as ir
 
     from eyefold.model_files import SavedModel
+    from eyefold.model_files.deferred_tensors import DeferredTensors
     from eyefold.options import PipelineOptions
     from eyefold.proto_path import ProtoRun
     from eyefold.report import Report
@@ -82,7 +83,7 @@ def optimize_file(
         run.before, bytes=files_bytes([os.path.abspath(input_path), *run.data_files])
     )
     with_data = external_data or bool(run.data_files) or _may_not_fit(run, input_path)
-    result = _saved_form(run, input_path, check=check)
+    result = _saved_form(run, input_path, check=check, with_data=with_data)
     if check:
         _check(input_path, result, output_path, record, check_inputs)
     with record.step("save", f"saving {output_path}"):
@@ -144,13 +145,17 @@ def _run_pipeline(
     )
 
 
-def _saved_form(run: ProtoRun, input_path: str, *, check: bool) -> onnx.ModelProto | ir.Model:
+def _saved_form(
+    run: ProtoRun, input_path: str, *, check: bool, with_data: bool
+) -> onnx.ModelProto | ir.Model | DeferredTensors:
     """The result as it is best saved: the proto, or onnx-ir's model where it must be.
 
     onnx-ir's model is needed when the whole-model path made one, when tensors outside
     the main graph's initializers keep their data in files (the proto save copies only
     those initializers), and for ``--check`` of a model with data files (the check runs
-    a copy that must read them).
+    a copy that must read them). A plain save of the proto writes the large tensors the
+    run added straight from their arrays; ``--check`` and a data file need them in the
+    proto.
     """
     from eyefold.model_files import model_from_proto
 
@@ -158,7 +163,7 @@ def _saved_form(run: ProtoRun, input_path: str, *, check: bool) -> onnx.ModelPro
         return run.whole_model
     if run.data_elsewhere or (check and run.data_files):
         return model_from_proto(run.model, input_path)
-    return run.model
+    return run.model if check or with_data else run.proto_to_write()
 
 
 def _may_not_fit(run: ProtoRun, input_path: str) -> bool:
@@ -179,7 +184,7 @@ def _may_not_fit(run: ProtoRun, input_path: str) -> bool:
 
 
 def _save(
-    model: onnx.ModelProto | ir.Model,
+    model: onnx.ModelProto | ir.Model | DeferredTensors,
     input_path: str,
     output_path: str,
     record: RunRecord,
@@ -192,11 +197,11 @@ def _save(
     The proto gets a data file when ``with_data``; the onnx-ir model when ``asked``, or
     when :func:`save_model` finds it needs one.
     """
-    import onnx
+    import onnx_ir as ir
 
     from eyefold.model_files import save_model
 
-    data = with_data if isinstance(model, onnx.ModelProto) else asked
+    data = asked if isinstance(model, ir.Model) else with_data
     return save_model(
         model,
         output_path,

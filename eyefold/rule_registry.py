@@ -1,13 +1,18 @@
-"""The public rule API: list, select and describe rewrite rules by name, exactness, phase."""
+"""The public rule API: list, select and describe rewrite rules by name, exactness, phase.
+
+Only :func:`load_rules` imports onnxscript; the rest reads the rules' specs.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-from onnxscript.rewriter import RewriteRuleSet
+from typing import TYPE_CHECKING
 
 from eyefold.errors import EyefoldError, UnknownRuleError
 from eyefold.rules import ALL_RULES, PHASES, Phase, RuleSpec
+
+if TYPE_CHECKING:
+    from onnxscript.rewriter import RewriteRuleSet
 
 __all__ = ["describe_rules", "load_rules", "rule_names", "select_rules"]
 
@@ -72,7 +77,11 @@ def load_rules(
     nodes near an EyeLike or an identity constant.
     """
     specs = select_rules(names, relaxed=relaxed, phase=phase)
-    return RewriteRuleSet([spec.rule for spec in specs]) if specs else None
+    if not specs:
+        return None
+    from onnxscript.rewriter import RewriteRuleSet  # listing and selecting never need it
+
+    return RewriteRuleSet([spec.rule for spec in specs])
 
 
 def describe_rules() -> str:

@@ -1,13 +1,16 @@
 """eyefold's rewrite rules, one per module, listed in an explicit, ordered registry.
 
-Each module exports ``rule``, an onnxscript ``RewriteRule`` written in class form, and
-``spec``, its :class:`~eyefold.core.rule_spec.RuleSpec` (name, exactness, phase, identity),
-declared next to the rule. Its docstring states the identity, why it is exact (or only
-relaxed) and when it fires. Order matters where patterns overlap: the longer pattern
-comes first.
+Each module defines its rule class, written as an onnxscript rule class is but importing
+no onnxscript, and ``spec``, its :class:`~eyefold.core.rule_spec.RuleSpec` (name,
+exactness, phase, identity, reach), declared next to it; ``rule``, the onnxscript
+``RewriteRule``, is built from them on first use (``spec.rule``). Its docstring states
+the identity, why it is exact (or only relaxed) and when it fires. Order matters where
+patterns overlap: the longer pattern comes first. Importing this package imports no
+onnxscript.
 
-Adding a rule: one module here (``rule`` and ``spec``), one line in ``RULE_MODULES``, one
-test file ``tests/test_rule_<name>.py``.
+Adding a rule: one module here (the class, ``spec`` and ``__getattr__ =
+spec.module_attribute``), one line in ``RULE_MODULES``, one test file
+``tests/test_rule_<name>.py``.
 """
 
 from __future__ import annotations

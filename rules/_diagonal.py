@@ -20,11 +20,18 @@ from __future__ import annotations
 from typing import ClassVar
 
 import onnx_ir as ir
-from onnxscript.rewriter import MatchResult, RewriteRule, RewriteRuleClassBase
 
 from eyefold.core.domains import DEFAULT_DOMAINS
 from eyefold.core.eyelike_types import EYELIKE_TYPES_OPSET_22
-from eyefold.core.rule_spec import Exactness, Mismatch, Reach, RuleSpec
+from eyefold.core.rule_spec import (
+    CheckResult,
+    Exactness,
+    Mismatch,
+    Phase,
+    Reach,
+    RuleSpec,
+    match_result,
+)
 from eyefold.rules._common import (
     eyelike_k,
     known_dtype,
@@ -57,7 +64,10 @@ _SAME_SHAPE_OPS = frozenset({"Cast", "CastLike", "Identity"})
 
 # Root: the ReduceSum after Mul(data, mask), the mask read through a Cast, CastLike or
 # Identity; the data side's shape chain is read too, beyond the EyeLike's neighbourhood.
+# The EyeLike's own consumer is the Mul, or the Cast or CastLike the mask is read through.
+_PHASE: Phase = "before-fold"
 _REACH = Reach(
+    frozenset({"Mul", "Cast", "CastLike"}),
     depth=3,
     becomes_eyelike=_SAME_SHAPE_OPS,
     reads_past=frozenset({"Mul"}),
@@ -315,7 +325,7 @@ def plan_diagonal(
     return Mismatch(joined) if all(isinstance(r, Mismatch) for r in reasons) else joined
 
 
-class MaskedSumDiagonalBase(RewriteRuleClassBase):
+class MaskedSumDiagonalBase:
     """ReduceSum(Mul(x, EyeLike mask)) -> the mask's diagonal of x, padded as the sum was."""
 
     DTYPES: ClassVar[frozenset[ir.DataType]] = frozenset()
@@ -327,9 +337,9 @@ class MaskedSumDiagonalBase(RewriteRuleClassBase):
             product, _allow_other_inputs=True, _allow_other_attributes=True, _outputs=["total"]
         )
 
-    def check(self, context, a: ir.Value, b: ir.Value, total: ir.Value) -> MatchResult:
+    def check(self, context, a: ir.Value, b: ir.Value, total: ir.Value) -> CheckResult:
         """Accepts a sum over one dim of an EyeLike mask that covers the data's last dims."""
-        result = MatchResult()
+        result = match_result()
         plan = plan_diagonal(a, b, total, self.DTYPES)
         if isinstance(plan, Mismatch):  # another pattern, or the other rule's types
             return result.fail(plan)
@@ -350,9 +360,9 @@ class MaskedSumDiagonalBase(RewriteRuleClassBase):
 
 
 def diagonal_spec(
-    module_name: str, module_doc: str | None, rule: RewriteRule, exactness: Exactness
+    module_name: str, module_doc: str | None, rule_class: type, exactness: Exactness
 ) -> RuleSpec:
     """The spec of one masked-sum diagonal rule: phase and reach are the family's."""
     return RuleSpec.declare(
-        module_name, module_doc, rule, exactness=exactness, phase="before-fold", reach=_REACH
+        module_name, module_doc, rule_class, exactness=exactness, phase=_PHASE, reach=_REACH
     )

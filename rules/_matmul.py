@@ -10,23 +10,28 @@ from __future__ import annotations
 from typing import ClassVar
 
 import onnx_ir as ir
-from onnxscript.rewriter import MatchResult, RewriteRule, RewriteRuleClassBase
 
-from eyefold.core.rule_spec import Exactness, Mismatch, Phase, Reach, RuleSpec
+from eyefold.core.rule_spec import (
+    CheckResult,
+    Exactness,
+    Mismatch,
+    Reach,
+    RuleSpec,
+    match_result,
+)
 from eyefold.rules._common import constant_tensor, identity_operand, same_dim
 
 __all__ = [
     "FLOAT_TYPES",
     "INTEGER_TYPES",
-    "PHASE",
     "MatMulIdentityBase",
-    "identity_rule",
+    "identity_rule_class",
     "identity_side",
     "identity_spec",
 ]
 
 # Root: the MatMul that reads the identity, which the rewrite removes.
-_REACH = Reach(depth=1, removes=frozenset({"MatMul"}))
+_REACH = Reach(frozenset({"MatMul"}), depth=1, removes=frozenset({"MatMul"}))
 
 # The integer types MatMul accepts (bool is not a MatMul type): exact.
 INTEGER_TYPES = frozenset(
@@ -36,9 +41,6 @@ INTEGER_TYPES = frozenset(
 FLOAT_TYPES = frozenset(
     {ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.BFLOAT16}
 )
-# Both run after folding, so that the identity may also be a constant (a folded EyeLike)
-# of the rule's types: their specs pass the types as constant_dtypes.
-PHASE: Phase = "after-fold"
 
 
 def _contracted_dim(other: ir.Value, identity_on_right: bool) -> int | ir.SymbolicDim | None:
@@ -81,7 +83,7 @@ def identity_side(a: ir.Value, b: ir.Value) -> tuple[ir.Value, ir.DataType] | st
     return "; ".join(reasons) or "no operand is an exact square identity"
 
 
-class MatMulIdentityBase(RewriteRuleClassBase):
+class MatMulIdentityBase:
     """MatMul(A, I) -> A and MatMul(I, A) -> A for the element types in ``DTYPES``."""
 
     DTYPES: ClassVar[frozenset[ir.DataType]] = frozenset()
@@ -90,10 +92,10 @@ class MatMulIdentityBase(RewriteRuleClassBase):
         """Any MatMul; check() looks for the identity on either side."""
         return op.MatMul(a, b, _outputs=["product"])
 
-    def check(self, context, a: ir.Value, b: ir.Value, product: ir.Value) -> MatchResult:
+    def check(self, context, a: ir.Value, b: ir.Value, product: ir.Value) -> CheckResult:
         """Accepts when one side is an exact identity matching the other side."""
         del context, product
-        result = MatchResult()
+        result = match_result()
         declared = {a.dtype, b.dtype} - {None}
         if declared and not declared & self.DTYPES:  # before reading any constant
             return result.fail(Mismatch("element type is not one this rule handles"))
@@ -126,20 +128,20 @@ class MatMulIdentityBase(RewriteRuleClassBase):
         return other
 
 
-def identity_rule(name: str, dtypes: frozenset[ir.DataType]) -> RewriteRule:
-    """The MatMul-by-identity rule for ``dtypes``: a :class:`MatMulIdentityBase` subclass.
+def identity_rule_class(module_name: str, name: str, dtypes: frozenset[ir.DataType]) -> type:
+    """The MatMul-by-identity rule class for ``dtypes``: a :class:`MatMulIdentityBase`.
 
     The two rule modules differ only in their types and exactness; each calls this and
     declares its own spec.
     """
-    rule_class = type(name, (MatMulIdentityBase,), {"DTYPES": dtypes, "__doc__": name})
-    return rule_class.rule()
+    attributes = {"DTYPES": dtypes, "__doc__": name, "__module__": module_name}
+    return type(name, (MatMulIdentityBase,), attributes)
 
 
 def identity_spec(
     module_name: str,
     module_doc: str | None,
-    rule: RewriteRule,
+    rule_class: type,
     exactness: Exactness,
     dtypes: frozenset[ir.DataType],
 ) -> RuleSpec:
@@ -147,9 +149,10 @@ def identity_spec(
     return RuleSpec.declare(
         module_name,
         module_doc,
-        rule,
+        rule_class,
         exactness=exactness,
-        phase=PHASE,
+        # After folding: a folded EyeLike is the identity constant the pattern reads.
+        phase="after-fold",
         reach=_REACH,
         constant_dtypes=dtypes,
     )

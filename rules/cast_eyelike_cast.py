@@ -23,9 +23,8 @@ Conditions:
 from __future__ import annotations
 
 import onnx_ir as ir
-from onnxscript.rewriter import MatchResult, RewriteRuleClassBase
 
-from eyefold.core.rule_spec import Reach, RuleSpec
+from eyefold.core.rule_spec import CheckResult, Reach, RuleSpec, match_result
 from eyefold.rules._common import (
     adopt_shape,
     eyelike_attributes,
@@ -36,10 +35,10 @@ from eyefold.rules._common import (
     valid_eyelike_type,
 )
 
-__all__ = ["CastEyeLikeCast", "rule", "spec"]
+__all__ = ["CastEyeLikeCast", "spec"]
 
 
-class CastEyeLikeCast(RewriteRuleClassBase):
+class CastEyeLikeCast:
     """Collapses a Cast -> EyeLike -> Cast chain into one EyeLike."""
 
     def pattern(self, op, x, inner, to):
@@ -56,10 +55,10 @@ class CastEyeLikeCast(RewriteRuleClassBase):
         to: ir.Attr,
         cast_in: ir.Value,
         eye: ir.Value,
-    ) -> MatchResult:
+    ) -> CheckResult:
         """Accepts when x and the final type are EyeLike types at the opset."""
         del inner
-        result = MatchResult()
+        result = match_result()
         if (runtime := legalized_for(eye.producer())) is not None:
             return result.fail(f"EyeLike was legalized for {runtime}; its Casts stay")
         if not shapes_agree(x, cast_in):
@@ -90,9 +89,9 @@ class CastEyeLikeCast(RewriteRuleClassBase):
         return op.EyeLike(x, _name=node.name, **attributes)
 
 
-rule = CastEyeLikeCast.rule()
-# Root: the Cast after the EyeLike, which becomes an EyeLike.
-REACH = Reach(depth=1, becomes_eyelike=frozenset({"Cast"}))
+# Root: the Cast after the EyeLike, which becomes an EyeLike; another Cast feeds it.
+REACH = Reach(frozenset({"Cast"}), depth=1, becomes_eyelike=frozenset({"Cast"}))
 spec = RuleSpec.declare(
-    __name__, __doc__, rule, exactness="exact", phase="before-fold", reach=REACH
+    __name__, __doc__, CastEyeLikeCast, exactness="exact", phase="before-fold", reach=REACH
 )
+__getattr__ = spec.module_attribute  # `rule`: the onnxscript rule, built on first use

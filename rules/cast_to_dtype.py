@@ -18,9 +18,8 @@ Conditions:
 from __future__ import annotations
 
 import onnx_ir as ir
-from onnxscript.rewriter import MatchResult, RewriteRuleClassBase
 
-from eyefold.core.rule_spec import Reach, RuleSpec
+from eyefold.core.rule_spec import CheckResult, Reach, RuleSpec, match_result
 from eyefold.rules._common import (
     eyelike_attributes,
     eyelike_k,
@@ -29,10 +28,10 @@ from eyefold.rules._common import (
     valid_eyelike_type,
 )
 
-__all__ = ["CastToDtype", "rule", "spec"]
+__all__ = ["CastToDtype", "spec"]
 
 
-class CastToDtype(RewriteRuleClassBase):
+class CastToDtype:
     """Folds a Cast of an EyeLike output into the EyeLike's ``dtype`` attribute."""
 
     def pattern(self, op, x, to):
@@ -40,10 +39,10 @@ class CastToDtype(RewriteRuleClassBase):
         eye = op.EyeLike(x, _outputs=["eye"])
         return op.Cast(eye, to=to)
 
-    def check(self, context, x: ir.Value, to: ir.Attr, eye: ir.Value) -> MatchResult:
+    def check(self, context, x: ir.Value, to: ir.Attr, eye: ir.Value) -> CheckResult:
         """Accepts when ``to`` is an EyeLike type at the opset and k is well formed."""
         del x  # EyeLike reads only its shape, which the new node reads the same way
-        result = MatchResult()
+        result = match_result()
         if (runtime := legalized_for(eye.producer())) is not None:
             return result.fail(f"EyeLike was legalized for {runtime}; its Casts stay")
         opset = scope_opset(context.graph_or_function, context.model)
@@ -61,9 +60,9 @@ class CastToDtype(RewriteRuleClassBase):
         return op.EyeLike(x, _name=node.name, **attributes)
 
 
-rule = CastToDtype.rule()
 # Root: the Cast after the EyeLike, which becomes an EyeLike.
-REACH = Reach(depth=1, becomes_eyelike=frozenset({"Cast"}))
+REACH = Reach(frozenset({"Cast"}), depth=1, becomes_eyelike=frozenset({"Cast"}))
 spec = RuleSpec.declare(
-    __name__, __doc__, rule, exactness="exact", phase="before-fold", reach=REACH
+    __name__, __doc__, CastToDtype, exactness="exact", phase="before-fold", reach=REACH
 )
+__getattr__ = spec.module_attribute  # `rule`: the onnxscript rule, built on first use

@@ -24,7 +24,7 @@ import onnx_ir as ir
 
 from eyefold.rules._diagonal import FLOAT_TYPES, MaskedSumDiagonalBase, diagonal_spec
 
-__all__ = ["MaskedSumDiagonalFloat", "rule", "spec"]
+__all__ = ["MaskedSumDiagonalFloat", "spec"]
 
 
 class MaskedSumDiagonalFloat(MaskedSumDiagonalBase):
@@ -33,5 +33,5 @@ class MaskedSumDiagonalFloat(MaskedSumDiagonalBase):
     DTYPES: ClassVar[frozenset[ir.DataType]] = FLOAT_TYPES
 
 
-rule = MaskedSumDiagonalFloat.rule()
-spec = diagonal_spec(__name__, __doc__, rule, "relaxed")
+spec = diagonal_spec(__name__, __doc__, MaskedSumDiagonalFloat, "relaxed")
+__getattr__ = spec.module_attribute  # `rule`: the onnxscript rule, built on first use

@@ -40,7 +40,7 @@ import onnx_ir as ir
 
 from eyefold.rules._diagonal import INTEGER_TYPES, MaskedSumDiagonalBase, diagonal_spec
 
-__all__ = ["MaskedSumDiagonalInt", "rule", "spec"]
+__all__ = ["MaskedSumDiagonalInt", "spec"]
 
 
 class MaskedSumDiagonalInt(MaskedSumDiagonalBase):
@@ -49,5 +49,5 @@ class MaskedSumDiagonalInt(MaskedSumDiagonalBase):
     DTYPES: ClassVar[frozenset[ir.DataType]] = INTEGER_TYPES
 
 
-rule = MaskedSumDiagonalInt.rule()
-spec = diagonal_spec(__name__, __doc__, rule, "exact")
+spec = diagonal_spec(__name__, __doc__, MaskedSumDiagonalInt, "exact")
+__getattr__ = spec.module_attribute  # `rule`: the onnxscript rule, built on first use

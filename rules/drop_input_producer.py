@@ -27,10 +27,9 @@ folded still folds.
 from __future__ import annotations
 
 import onnx_ir as ir
-from onnxscript.rewriter import MatchResult, RewriteRuleClassBase
 
 from eyefold.core.eyelike_types import EYELIKE_MIN_OPSET
-from eyefold.core.rule_spec import Mismatch, Reach, RuleSpec
+from eyefold.core.rule_spec import CheckResult, Mismatch, Reach, RuleSpec, match_result
 from eyefold.rules._common import (
     DEFAULT_DOMAINS,
     adopt_shape,
@@ -41,7 +40,7 @@ from eyefold.rules._common import (
     valid_eyelike_type,
 )
 
-__all__ = ["SHAPE_PRESERVING_OPS", "DropInputProducer", "rule", "spec"]
+__all__ = ["SHAPE_PRESERVING_OPS", "DropInputProducer", "spec"]
 
 # Ops whose single output has the shape of their first input, mapped to how the output
 # type follows: "same" (the input's), "bool", "to" (Cast's attribute), "like" (CastLike's
@@ -133,7 +132,7 @@ def chain_source(x: ir.Value) -> ir.Value:
         current = source
 
 
-class DropInputProducer(RewriteRuleClassBase):
+class DropInputProducer:
     """Feeds an EyeLike straight from the input of a shape-preserving producer."""
 
     def pattern(self, op, x):
@@ -143,9 +142,9 @@ class DropInputProducer(RewriteRuleClassBase):
         produced = op.submodule("")(x, _allow_other_inputs=True, _outputs=["produced"])
         return op.EyeLike(produced, _outputs=["eye"])
 
-    def check(self, context, x: ir.Value, produced: ir.Value, eye: ir.Value) -> MatchResult:
+    def check(self, context, x: ir.Value, produced: ir.Value, eye: ir.Value) -> CheckResult:
         """Accepts a shape-preserving u whose input and output types EyeLike allows."""
-        result = MatchResult()
+        result = match_result()
         if (runtime := legalized_for(eye.producer())) is not None:
             return result.fail(f"EyeLike was legalized for {runtime}; its Casts stay")
         producer = produced.producer()
@@ -186,9 +185,10 @@ class DropInputProducer(RewriteRuleClassBase):
         return op.EyeLike(source, _name=node.name, **attributes)
 
 
-rule = DropInputProducer.rule()
-# Root: the EyeLike itself; its producer may be another EyeLike, whose output it reads.
-REACH = Reach(depth=0, becomes_eyelike=frozenset({"EyeLike"}))
+# Root: the EyeLike itself, whose input's producer check() takes only from
+# SHAPE_PRESERVING_OPS; that producer may be another EyeLike, whose output it reads.
+REACH = Reach(frozenset(SHAPE_PRESERVING_OPS), depth=0, becomes_eyelike=frozenset({"EyeLike"}))
 spec = RuleSpec.declare(
-    __name__, __doc__, rule, exactness="exact", phase="before-fold", reach=REACH
+    __name__, __doc__, DropInputProducer, exactness="exact", phase="before-fold", reach=REACH
 )
+__getattr__ = spec.module_attribute  # `rule`: the onnxscript rule, built on first use

@@ -22,9 +22,10 @@ Conditions (those of ``matmul_int_identity``, for a floating element type):
 
 from __future__ import annotations
 
-from eyefold.rules._matmul import FLOAT_TYPES, identity_rule, identity_spec
+from eyefold.rules._matmul import FLOAT_TYPES, identity_rule_class, identity_spec
 
-__all__ = ["rule", "spec"]
+__all__ = ["MatMulFloatIdentity", "spec"]
 
-rule = identity_rule("MatMulFloatIdentity", FLOAT_TYPES)
-spec = identity_spec(__name__, __doc__, rule, "relaxed", FLOAT_TYPES)
+MatMulFloatIdentity = identity_rule_class(__name__, "MatMulFloatIdentity", FLOAT_TYPES)
+spec = identity_spec(__name__, __doc__, MatMulFloatIdentity, "relaxed", FLOAT_TYPES)
+__getattr__ = spec.module_attribute  # `rule`: the onnxscript rule, built on first use

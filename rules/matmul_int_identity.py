@@ -22,9 +22,10 @@ the MatMul becomes an Identity that keeps the product's name.
 
 from __future__ import annotations
 
-from eyefold.rules._matmul import INTEGER_TYPES, identity_rule, identity_spec
+from eyefold.rules._matmul import INTEGER_TYPES, identity_rule_class, identity_spec
 
-__all__ = ["rule", "spec"]
+__all__ = ["MatMulIntIdentity", "spec"]
 
-rule = identity_rule("MatMulIntIdentity", INTEGER_TYPES)
-spec = identity_spec(__name__, __doc__, rule, "exact", INTEGER_TYPES)
+MatMulIntIdentity = identity_rule_class(__name__, "MatMulIntIdentity", INTEGER_TYPES)
+spec = identity_spec(__name__, __doc__, MatMulIntIdentity, "exact", INTEGER_TYPES)
+__getattr__ = spec.module_attribute  # `rule`: the onnxscript rule, built on first use

@@ -18,15 +18,14 @@ Conditions:
 from __future__ import annotations
 
 import onnx_ir as ir
-from onnxscript.rewriter import MatchResult, RewriteRuleClassBase
 
-from eyefold.core.rule_spec import Mismatch, Reach, RuleSpec
+from eyefold.core.rule_spec import CheckResult, Mismatch, Reach, RuleSpec, match_result
 from eyefold.rules._common import INT64_MIN, eyelike_k, square_dim
 
-__all__ = ["TransposeToNegativeK", "rule", "spec"]
+__all__ = ["TransposeToNegativeK", "spec"]
 
 
-class TransposeToNegativeK(RewriteRuleClassBase):
+class TransposeToNegativeK:
     """Replaces the transpose of a square EyeLike by the EyeLike with the opposite k."""
 
     def pattern(self, op, x):
@@ -34,10 +33,10 @@ class TransposeToNegativeK(RewriteRuleClassBase):
         eye = op.EyeLike(x, _outputs=["eye"])
         return op.Transpose(eye, _outputs=["transposed"])
 
-    def check(self, context, x: ir.Value, eye: ir.Value, transposed: ir.Value) -> MatchResult:
+    def check(self, context, x: ir.Value, eye: ir.Value, transposed: ir.Value) -> CheckResult:
         """Accepts a [1, 0] transpose of an EyeLike on a provably square input."""
         del context
-        result = MatchResult()
+        result = match_result()
         perm = transposed.producer().attributes.get("perm")
         if perm is not None and (
             perm.type != ir.AttributeType.INTS or list(perm.as_ints()) != [1, 0]
@@ -61,9 +60,14 @@ class TransposeToNegativeK(RewriteRuleClassBase):
         return op.EyeLike(x, _name=node.name, **attributes)
 
 
-rule = TransposeToNegativeK.rule()
 # Root: the Transpose after the EyeLike, which becomes an EyeLike.
-REACH = Reach(depth=1, becomes_eyelike=frozenset({"Transpose"}))
+REACH = Reach(frozenset({"Transpose"}), depth=1, becomes_eyelike=frozenset({"Transpose"}))
 spec = RuleSpec.declare(
-    __name__, __doc__, rule, exactness="exact", phase="before-fold", reach=REACH
+    __name__,
+    __doc__,
+    TransposeToNegativeK,
+    exactness="exact",
+    phase="before-fold",
+    reach=REACH,
 )
+__getattr__ = spec.module_attribute  # `rule`: the onnxscript rule, built on first use

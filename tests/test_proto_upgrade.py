@@ -143,9 +143,9 @@ def test_large_tensors_are_neither_copied_nor_handed_to_the_converter(
     handed: list[onnx.GraphProto] = []
     convert = version_conversion.convert_graph
 
-    def spy(graph: onnx.GraphProto, *args: object, **keywords: object):
-        handed.append(graph)
-        return convert(graph, *args, **keywords)  # type: ignore[arg-type]
+    def spy(before: onnx.ModelProto, *arguments: object, **keywords: object):
+        handed.append(before.graph)
+        return convert(before, *arguments, **keywords)  # type: ignore[arg-type]
 
     monkeypatch.setattr(proto_upgrade, "convert_graph", spy)
     model = _large_initializer_model()

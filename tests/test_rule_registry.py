@@ -54,6 +54,8 @@ def test_every_op_name_exists_in_onnx_defs():
     used = set(SHAPE_PRESERVING_OPS)
     for spec in ALL_RULES:
         used |= _pattern_ops(spec.rule)
+        assert spec.reach.neighbours, f"{spec.name} declares no neighbour it looks at"
+        used |= spec.reach.neighbours
     assert {"EyeLike", "Cast", "Transpose", "MatMul"} <= used
     unknown = sorted(op for op in used if not onnx.defs.has(op))
     assert not unknown, f"not ONNX ops: {unknown}"

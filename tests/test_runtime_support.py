@@ -169,6 +169,39 @@ def test_no_probe_uses_an_existing_cache(cache: pathlib.Path):
     assert get_support(probe=False).source == "cache"
 
 
+def test_the_installed_version_is_read_once_per_process(cache, monkeypatch):
+    import importlib.metadata
+
+    from eyefold.runtime import installed
+
+    reads = []
+    real = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version", lambda n: reads.append(n) or real(n))
+    installed.installed_version.cache_clear()
+    try:
+        for _ in range(3):
+            eyefold.optimize(_bool_eyelike_model())
+    finally:
+        installed.installed_version.cache_clear()
+    assert reads == ["onnxruntime"]
+
+
+def test_an_unchanged_cache_file_is_read_once(cache: pathlib.Path, monkeypatch):
+    from eyefold.runtime import cache as support_cache
+
+    get_support()  # measures and writes the cache file
+    reads = []
+    real = support_cache._read
+    monkeypatch.setattr(support_cache, "_read", lambda *a: reads.append(a) or real(*a))
+    first = get_support(probe=False)
+    assert get_support(probe=False) is first
+    assert first.source == "cache" and len(reads) == 1
+    path = cache_path("onnxruntime", ort.__version__)
+    _write_cache_file(path, ort.__version__)  # changed: read again
+    assert get_support(probe=False).supported[22] == frozenset()
+    assert len(reads) == 2
+
+
 def test_optimize_without_target_runtime_never_probes(cache: pathlib.Path):
     model = _bool_eyelike_model()
     optimized = eyefold.optimize(model)

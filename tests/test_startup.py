@@ -54,6 +54,29 @@ def test_optimize_imports_no_runtime_unless_asked(tmp_path: Path) -> None:
     assert {"onnx", "onnx_ir"} <= set(imported)
 
 
+def test_onnxscript_is_imported_only_when_a_rule_can_match(tmp_path: Path) -> None:
+    # The torch chain's EyeLike reads a ConstantOfShape and feeds a MatMul; the rules
+    # before folding look at Cast, Transpose, Mul and shape-preserving producers, and
+    # the exact rules after folding at MatMul next to an integer identity: none can match.
+    chain = imported_by("optimize", str(SAMPLES / "torch_eye_chain.onnx"), str(tmp_path / "c"))
+    assert "onnxscript" not in chain
+    # An EyeLike feeding a Cast (in an If branch): cast_to_dtype can match.
+    branch = imported_by("optimize", str(SAMPLES / "if_branch.onnx"), str(tmp_path / "b"))
+    assert "onnxscript" in branch
+    assert "onnxscript" not in imported_by("rules")
+
+
+def test_rule_specs_are_read_without_onnxscript() -> None:
+    code = (
+        "import sys; from eyefold.rules import ALL_RULES;"
+        " from eyefold.rule_registry import describe_rules, select_rules;"
+        " names = [s.name for s in select_rules(relaxed=True)]; describe_rules();"
+        " print(len(names), 'onnxscript' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.split() == [str(len(eyefold.rules.ALL_RULES)), "False"]
+
+
 def test_import_eyefold_cli_loads_no_public_api_until_used() -> None:
     code = (
         "import sys, eyefold.cli.main;"

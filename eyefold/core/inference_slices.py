@@ -117,7 +117,9 @@ def slice_model(
         The proto (its outputs the targets), the ``ir.Graph`` each of its graph names
         stands for, and the stand-ins onnx's messages must be read through.
     """
-    graph = onnx.GraphProto(name="eyefold_slice")
+    built = onnx.ModelProto()
+    graph = built.graph
+    graph.name = "eyefold_slice"
     names: dict[str, ir.Graph] = {graph.name: piece.root}
     large = {id(node) for node in piece.nodes if ir_large_constant(node)}
     for value in _free_values(piece.nodes, large):
@@ -136,7 +138,7 @@ def slice_model(
         graph.node.append(proto_node)
     graph.output.extend(onnx.ValueInfoProto(name=v.name) for v in piece.targets if v.name)
     proto, stand_ins = weightless_model(
-        graph,
+        built,
         ir_version=model.ir_version,
         opset_imports=(
             onnx.OperatorSetIdProto(domain=d, version=v)

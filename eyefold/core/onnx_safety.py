@@ -107,8 +107,10 @@ def _rewrite_nodes(nodes: list[onnx.NodeProto], stand_ins: StandIns) -> list[onn
             elif attribute.type == onnx.AttributeProto.GRAPHS:
                 for graph in attribute.graphs:
                     _rewrite_graph(graph, stand_ins)
-        dtype = next((a for a in node.attribute if a.name == "dtype"), None)
-        if node.op_type != "EyeLike" or node.domain not in DEFAULT_DOMAINS or dtype is None:
+        dtype = None
+        if node.op_type == "EyeLike" and node.domain in DEFAULT_DOMAINS:
+            dtype = next((a for a in node.attribute if a.name == "dtype"), None)
+        if dtype is None:
             rewritten.append(node)
             continue
         number = len(stand_ins) + 1

@@ -1,20 +1,36 @@
 """What a rewrite rule declares about itself, in its own module.
 
-Each rule module ends with ``spec = RuleSpec.declare(__name__, __doc__, rule, ...)``: the
-name users select it by is the module's, and its one-line identity is the first line of
-the module docstring, so neither is written twice.
+Each rule module defines its rule class (``pattern``, ``check``, ``rewrite``, as onnxscript
+rules are written, but on no onnxscript base class) and ends with
+``spec = RuleSpec.declare(__name__, __doc__, RuleClass, ...)``: the name users select it
+by is the module's, and its one-line identity is the first line of the module docstring,
+so neither is written twice. Everything a spec says is read without importing onnxscript
+(about 0.15 s); the onnxscript rule itself (:attr:`RuleSpec.rule`) is built on first use,
+which a run reaches only when some EyeLike has a neighbour a rule looks at
+(:attr:`Reach.neighbours`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Literal
+import functools
+from typing import TYPE_CHECKING, Literal, Protocol
 
 if TYPE_CHECKING:
     import onnx_ir as ir
     from onnxscript.rewriter import RewriteRule
 
-__all__ = ["EXACTNESS", "PHASES", "Exactness", "Mismatch", "Phase", "Reach", "RuleSpec"]
+__all__ = [
+    "EXACTNESS",
+    "PHASES",
+    "CheckResult",
+    "Exactness",
+    "Mismatch",
+    "Phase",
+    "Reach",
+    "RuleSpec",
+    "match_result",
+]
 
 Exactness = Literal["exact", "relaxed"]
 Phase = Literal["before-fold", "after-fold"]
@@ -34,6 +50,25 @@ class Mismatch(str):
     __slots__ = ()
 
 
+class CheckResult(Protocol):
+    """What a rule's ``check`` returns: onnxscript's ``MatchResult``, as the rules use it."""
+
+    def fail(self, reason: str = "", failure_source: object = None) -> CheckResult:
+        """Marks the match failed, saying why (``MatchingTracer`` shows the reason)."""
+        ...
+
+
+def match_result() -> CheckResult:
+    """A new, successful onnxscript ``MatchResult``, for a rule's ``check`` to fill in.
+
+    Only a built rule (:attr:`RuleSpec.rule`) calls ``check``, so onnxscript is imported
+    by then: the rule modules themselves never import it.
+    """
+    from onnxscript.rewriter import MatchResult
+
+    return MatchResult()
+
+
 @dataclasses.dataclass(frozen=True)
 class Reach:
     """How far a rule's pattern looks from the EyeLike (or identity constant) it contains.
@@ -43,6 +78,10 @@ class Reach:
     (:mod:`eyefold.rewriting.reach`), so a new rule declares its own.
 
     Attributes:
+        neighbours: ops of the nodes next to the EyeLike or identity constant (the
+            producer of the EyeLike's input, or a consumer of its output) one of which
+            the pattern needs: where no EyeLike has one, the rule cannot match, and the
+            rules pass does not even build it.
         depth: how many consumers down from the EyeLike the pattern's root (the node
             whose output it replaces) can sit.
         becomes_eyelike: consumer ops the rewrite can turn into an EyeLike (or read
@@ -54,6 +93,7 @@ class Reach:
             rule's check reads; the inference step infers them first, for the rule.
     """
 
+    neighbours: frozenset[str]
     depth: int = 0
     becomes_eyelike: frozenset[str] = frozenset()
     removes: frozenset[str] = frozenset()
@@ -67,7 +107,8 @@ class RuleSpec:
 
     Attributes:
         name: the name users select it by (``--rules``), its module's name.
-        rule: the onnxscript rewrite rule.
+        rule_class: the rule's class: ``pattern``, ``check`` and ``rewrite`` methods, as
+            an onnxscript ``RewriteRuleClassBase`` subclass has (see :attr:`rule`).
         exactness: "exact" (same output bits for every input, NaN, inf and -0.0
             included) or "relaxed" (exact up to IEEE special values; opt-in only).
         phase: "before-fold" (patterns around an EyeLike node, which folding removes) or
@@ -80,19 +121,49 @@ class RuleSpec:
     """
 
     name: str
-    rule: RewriteRule
+    rule_class: type
     exactness: Exactness
     phase: Phase
     identity: str
     constant_dtypes: frozenset[ir.DataType] = frozenset()
-    reach: Reach = Reach()
+    reach: Reach = Reach(frozenset())
+
+    @functools.cached_property
+    def rule(self) -> RewriteRule:
+        """The onnxscript rewrite rule, built (and onnxscript imported) on first use.
+
+        :attr:`rule_class` with onnxscript's ``RewriteRuleClassBase`` mixed in, so the
+        rule is what ``RuleClass.rule()`` gives for a subclass written the usual way.
+        """
+        from onnxscript.rewriter import RewriteRuleClassBase
+
+        plain = self.rule_class
+        attributes = {
+            "__module__": plain.__module__,
+            "__qualname__": plain.__qualname__,
+            "__doc__": plain.__doc__,
+        }
+        built = type(plain.__name__, (plain, RewriteRuleClassBase), attributes)
+        return built.rule()
+
+    def module_attribute(self, name: str) -> RewriteRule:
+        """The rule module's ``rule`` attribute, built on first use.
+
+        Each rule module sets ``__getattr__ = spec.module_attribute``.
+
+        Raises:
+            AttributeError: any other name.
+        """
+        if name == "rule":
+            return self.rule
+        raise AttributeError(f"rule module {self.name!r} has no attribute {name!r}")
 
     @classmethod
     def declare(
         cls,
         module_name: str,
         module_doc: str | None,
-        rule: RewriteRule,
+        rule_class: type,
         *,
         exactness: Exactness,
         phase: Phase,
@@ -113,4 +184,4 @@ class RuleSpec:
                 f"{module_name}: unknown exactness {exactness!r} or phase {phase!r}"
             )
         name = module_name.rpartition(".")[2]
-        return cls(name, rule, exactness, phase, identity, constant_dtypes, reach)
+        return cls(name, rule_class, exactness, phase, identity, constant_dtypes, reach)

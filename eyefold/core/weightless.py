@@ -103,19 +103,21 @@ def typed_value_input(
 
 
 def weightless_model(
-    graph: onnx.GraphProto,
+    proto: onnx.ModelProto,
     *,
     ir_version: int,
     opset_imports: Iterable[onnx.OperatorSetIdProto],
     functions: Iterable[onnx.FunctionProto],
 ) -> tuple[onnx.ModelProto, StandIns]:
-    """``graph`` as a model onnx's shape inference can be handed without crashing.
+    """Makes ``proto``, whose graph holds a slice, a model onnx's inference can be handed.
+
+    The slice is built in ``proto.graph`` by the caller (never copied into a model).
 
     Returns:
         The model, and the stand-ins that replaced EyeLike ``dtype`` attributes (onnx's
         messages about them must be said in the user's terms).
     """
-    proto = onnx.ModelProto(ir_version=max(ir_version, 4), graph=graph)
+    proto.ir_version = max(ir_version, 4)
     proto.opset_import.extend(opset_imports)
     proto.functions.extend(functions)
     return proto, defuse_eyelike_dtype(proto)

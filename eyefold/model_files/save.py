@@ -31,6 +31,7 @@ import dataclasses
 import logging
 import os
 from collections.abc import Callable
+from typing import BinaryIO
 
 import onnx
 import onnx_ir as ir
@@ -52,6 +53,7 @@ from eyefold.model_files.data_file import (
     restore_tensors,
     write_data_file,
 )
+from eyefold.model_files.deferred_tensors import DeferredTensors
 from eyefold.model_files.load import root_cause
 from eyefold.model_files.stream_write import write_model
 from eyefold.model_files.tensors import (
@@ -193,7 +195,7 @@ def _remove_old_data_file(path: str) -> None:
 
 
 def save_model(
-    model: ir.Model | onnx.ModelProto,
+    model: ir.Model | onnx.ModelProto | DeferredTensors,
     path: str | os.PathLike[str],
     *,
     external_data: bool = False,
@@ -209,7 +211,8 @@ def save_model(
     a data file beside OUTPUT, copied from the input's data files or written from the
     proto, and the proto is pointed at it. Tensors elsewhere in a proto (node
     attributes, subgraphs) stay as they are: a proto whose data lives there is saved as
-    an onnx-ir model.
+    an onnx-ir model. A proto with deferred tensors (the file path's result) is written
+    with their data straight from their arrays, or filled in first for a data file.
 
     Args:
         model: the model to save.
@@ -227,6 +230,11 @@ def save_model(
     output = check_output_path(path)
     remove_stale_temporaries(output)
     source = None if source_path is None else os.path.abspath(os.fspath(source_path))
+    if isinstance(model, DeferredTensors):
+        if external_data or not model:
+            model = model.fill()
+        else:
+            return _save_proto(model.proto, output, False, source, progress, model.write)
     if isinstance(model, onnx.ModelProto):
         return _save_proto(model, output, external_data, source, progress)
     return _save_ir(model, output, external_data, source, progress)
@@ -304,7 +312,9 @@ def _save_proto(
     external_data: bool,
     source: str | None,
     progress: Progress | None,
+    write: Callable[[BinaryIO], object] | None = None,
 ) -> SavedModel:
+    """Saves a proto; ``write(handle)``, when given, writes its serialization."""
     weights = initializer_model(proto, source) if external_data else None
     if weights is not None and source is not None:
         check_external_data(weights, source)
@@ -322,7 +332,10 @@ def _save_proto(
         temp_path, fd = open_temporary(output)
         try:
             with os.fdopen(fd, "wb") as handle:
-                handle.write(proto.SerializeToString())
+                if write is None:
+                    handle.write(proto.SerializeToString())
+                else:
+                    write(handle)
                 finish_file(handle, temp_path, output)
         except BaseException:
             discard(temp_path)

@@ -18,30 +18,17 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
+from eyefold.model_files.wire import (
+    GRAPH_INITIALIZER_FIELD,
+    MODEL_GRAPH_FIELD,
+    TENSOR_RAW_DATA_FIELD,
+    length_delimited_header,
+)
+
 __all__ = ["STREAM_MIN_BYTES", "streamable_array", "write_model"]
 
 # Below this, streaming saves nothing measurable; above it, a copy costs real memory.
 STREAM_MIN_BYTES = 1 << 20
-
-_MODEL_GRAPH_FIELD = 7
-_GRAPH_INITIALIZER_FIELD = 5
-_TENSOR_RAW_DATA_FIELD = 9
-
-
-def _varint(number: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = number & 0x7F
-        number >>= 7
-        if number:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def _length_delimited_header(field: int, length: int) -> bytes:
-    return _varint(field << 3 | 2) + _varint(length)
 
 
 def streamable_array(value: ir.Value) -> np.ndarray | None:
@@ -76,9 +63,9 @@ def _pieces(value: ir.Value, array: np.ndarray) -> list[bytes | memoryview]:
     assert isinstance(tensor, ir.Tensor)
     header = _tensor_header(value, tensor).SerializeToString()
     raw = memoryview(array.reshape(-1).view(np.uint8))
-    raw_header = _length_delimited_header(_TENSOR_RAW_DATA_FIELD, raw.nbytes)
+    raw_header = length_delimited_header(TENSOR_RAW_DATA_FIELD, raw.nbytes)
     tensor_length = len(header) + len(raw_header) + raw.nbytes
-    entry = _length_delimited_header(_GRAPH_INITIALIZER_FIELD, tensor_length)
+    entry = length_delimited_header(GRAPH_INITIALIZER_FIELD, tensor_length)
     return [entry, header, raw_header, raw]
 
 
@@ -116,7 +103,7 @@ def _chunks(model: ir.Model) -> Iterator[bytes | memoryview]:
     ]
     graph_length = len(graph_bytes) + sum(sum(len(p) for p in e) for e in entries)
     yield proto.SerializeToString()
-    yield _length_delimited_header(_MODEL_GRAPH_FIELD, graph_length)
+    yield length_delimited_header(MODEL_GRAPH_FIELD, graph_length)
     yield graph_bytes
     for entry in entries:
         yield from entry

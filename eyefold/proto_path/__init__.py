@@ -34,6 +34,7 @@ import onnx_ir as ir
 from eyefold.core.domains import default_opset
 from eyefold.core.model_stats import ModelStats, model_stats, op_label
 from eyefold.errors import EyefoldError, WholeModelNeeded
+from eyefold.model_files.deferred_tensors import DeferredTensors
 from eyefold.model_files.load import model_from_proto
 from eyefold.model_files.structure_checks import check_structure
 from eyefold.model_files.tensors import check_external_data, external_data_files
@@ -92,6 +93,8 @@ class ProtoRun:
         data_elsewhere: whether a tensor outside the main graph's initializers (a node
             attribute, a subgraph's, a function's) keeps its data in a file: a save must
             then go through onnx-ir, which handles those.
+        deferred: on the neighbourhood path, the proto with its large new initializers'
+            data still to be written (:attr:`model` fills it in).
     """
 
     record: RunRecord
@@ -101,14 +104,22 @@ class ProtoRun:
     whole_model: ir.Model | None = None
     proto: onnx.ModelProto | None = None
     data_elsewhere: bool = False
+    deferred: DeferredTensors | None = None
 
     @property
     def model(self) -> onnx.ModelProto:
         """The optimized proto (the argument itself, on the neighbourhood path)."""
+        if self.deferred is not None:
+            self.proto = self.deferred.fill()
+            self.deferred = None
         if self.proto is None:
             assert self.whole_model is not None
             self.proto = ir.serde.serialize_model(self.whole_model)
         return self.proto
+
+    def proto_to_write(self) -> onnx.ModelProto | DeferredTensors:
+        """The proto as a plain save writes it: large new tensors from their arrays."""
+        return self.deferred if self.deferred else self.model
 
 
 def _upgrade(model: onnx.ModelProto, options: PipelineOptions) -> StepEntry | None:
@@ -211,7 +222,7 @@ def _neighbourhood(
     start = time.perf_counter()
     initializers = len(model.graph.initializer)
     try:
-        splice(model, index, hood)
+        deferred = splice(model, index, hood)
     except SpliceError as error:
         raise WholeModelNeeded(f"the result cannot be spliced back ({error})") from None
     after = None
@@ -234,6 +245,7 @@ def _neighbourhood(
         sorted(set(files)),
         proto=model,
         data_elsewhere=index.external_elsewhere,
+        deferred=deferred,
     )
 
 

@@ -88,7 +88,9 @@ def _slice_model(
     """The weightless ModelProto of the slice, as ``infer-input-shapes`` builds one."""
     source = index.graph
     positions, large = sliced
-    graph = onnx.GraphProto(name="eyefold_slice")
+    proto = onnx.ModelProto()
+    graph = proto.graph
+    graph.name = "eyefold_slice"
     kept = [p for p in positions if p not in large]
     graph.input.extend(_declared(index, index.node_outputs[p][0]) for p in sorted(large))
     graph.node.extend(source.node[p] for p in kept)
@@ -109,7 +111,7 @@ def _slice_model(
             graph.input.append(source.input[index.inputs.index(name)])
     graph.output.extend(onnx.ValueInfoProto(name=name) for name in targets)
     proto, _ = weightless_model(
-        graph,
+        proto,
         ir_version=model.ir_version,
         opset_imports=model.opset_import,
         functions=model.functions,

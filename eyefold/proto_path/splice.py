@@ -3,12 +3,14 @@
 The chosen nodes are replaced by the small model's nodes (stand-ins and the sink
 dropped); a node that survived keeps its place, a new one goes right after the last node
 it reads from. Initializers the passes removed are dropped, new ones appended (as onnx-ir
-appends them); the value_info of every value the small model held is replaced by what
-onnx-ir writes for it; graph outputs it held are rewritten. Outside readers of a value
-the passes replaced (the sink's inputs say which) read the new name. If the result would
-not be in topological order, :class:`SpliceError` says so and nothing has been changed:
-the caller then takes the whole-model path. So it does when a pass made up a name
-(legalization's Cast outputs) that a node outside the neighbourhood already uses.
+appends them), each serialized once: into its place or, when large, by the save, straight
+from its array (:mod:`eyefold.model_files.deferred_tensors`). The value_info of every
+value the small model held is replaced by what onnx-ir writes for it; graph outputs it
+held are rewritten. Outside readers of a value the passes replaced (the sink's inputs say
+which) read the new name. If the result would not be in topological order,
+:class:`SpliceError` says so and nothing has been changed: the caller then takes the
+whole-model path. So it does when a pass made up a name (legalization's Cast outputs)
+that a node outside the neighbourhood already uses.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import onnx_ir as ir
 
 from eyefold.core.metadata_keys import STAND_IN_DOMAIN
 from eyefold.errors import WriteBackError
+from eyefold.model_files.deferred_tensors import DeferredTensors
 from eyefold.proto_path.extract import Neighbourhood
 from eyefold.proto_path.scan import GraphIndex
 
@@ -144,10 +147,14 @@ def _rewrite_nodes(graph: onnx.GraphProto, plan: _Plan, chosen: list[int]) -> No
 
 @dataclasses.dataclass
 class _Tables:
-    """What onnx-ir would write for the small model, except the nodes and old tensors."""
+    """What onnx-ir would write for the small model, except the nodes and old tensors.
+
+    The new initializers stay values until they are serialized into their place in the
+    graph (:func:`_rewrite_tables`): a folded tensor is written once, never copied.
+    """
 
     kept: set[str]
-    new_initializers: list[onnx.TensorProto]
+    new_initializers: list[ir.Value]
     value_info: list[onnx.ValueInfoProto]
     outputs: list[onnx.ValueInfoProto]
 
@@ -164,7 +171,7 @@ def _tables(hood: Neighbourhood) -> _Tables:
     for name, value in graph.initializers.items():
         if name not in hood.initializers and value.const_value is not None:
             value.const_value.name = name
-            new.append(ir.serde.serialize_tensor(value.const_value))
+            new.append(value)
             if _has_info(value):  # onnx-ir describes every initializer in value_info
                 infos.append(ir.serde.serialize_value(value))
     infos += [
@@ -203,13 +210,22 @@ def _rewrite_value_info(
     graph.value_info.extend(info for info in infos if info.name in fresh)
 
 
-def _rewrite_tables(graph: onnx.GraphProto, index: GraphIndex, hood: Neighbourhood) -> None:
-    """Initializers, value_info and graph outputs of what the small model held."""
+def _rewrite_tables(
+    model: onnx.ModelProto, index: GraphIndex, hood: Neighbourhood
+) -> DeferredTensors:
+    """Initializers, value_info and graph outputs of what the small model held.
+
+    Returns:
+        The new initializers whose data is still to be written (see ``splice``).
+    """
+    graph = model.graph
     tables = _tables(hood)
     dropped = hood.initializers - tables.kept
     for position in sorted((index.initializers[n] for n in dropped), reverse=True):
         del graph.initializer[position]
-    graph.initializer.extend(tables.new_initializers)
+    deferred = DeferredTensors(model)
+    for value in tables.new_initializers:
+        deferred.add(value)
     touched = hood.names | {v.name or "" for n in hood.model.graph for v in n.outputs}
     touched |= set(tables.kept)
     # Kept initializers and graph inputs keep their entries, as onnx-ir would write them.
@@ -217,10 +233,16 @@ def _rewrite_tables(graph: onnx.GraphProto, index: GraphIndex, hood: Neighbourho
     _rewrite_value_info(graph, touched, tables.value_info)
     for position, info in zip(hood.output_positions, tables.outputs, strict=True):
         graph.output[position].CopyFrom(info)
+    return deferred
 
 
-def splice(model: onnx.ModelProto, index: GraphIndex, hood: Neighbourhood) -> None:
+def splice(model: onnx.ModelProto, index: GraphIndex, hood: Neighbourhood) -> DeferredTensors:
     """Writes the passes' result on ``hood`` into ``model`` in place (see module doc).
+
+    Returns:
+        ``model`` with its large new initializers' data still to be written: filled in
+        (:meth:`~eyefold.model_files.deferred_tensors.DeferredTensors.fill`) or written
+        to a file from their arrays.
 
     Raises:
         SpliceError: the result cannot be placed in topological order; ``model`` is
@@ -231,10 +253,11 @@ def splice(model: onnx.ModelProto, index: GraphIndex, hood: Neighbourhood) -> No
     _check_readers(plan, index, hood)
     graph = model.graph
     _rename_outside(graph, index, plan, hood.chosen)
-    _rewrite_tables(graph, index, hood)
+    deferred = _rewrite_tables(model, index, hood)
     _rewrite_nodes(graph, plan, hood.chosen)
     opsets = {d: v for d, v in hood.model.opset_imports.items() if d != STAND_IN_DOMAIN}
     if opsets != {o.domain: o.version for o in model.opset_import}:
         del model.opset_import[:]
         model.opset_import.extend(onnx.helper.make_opsetid(d, v) for d, v in opsets.items())
     model.ir_version = hood.model.ir_version
+    return deferred

@@ -52,13 +52,38 @@ def cache_path(runtime: str, version: str) -> pathlib.Path:
     return cache_dir() / f"{runtime}-{safe_version}-eyelike.json"
 
 
+# Measurements read in this process, by cache file, with the file's (mtime, size, inode)
+# when it was read: a run reads the table at several steps, and batch mode once per model.
+_READ: dict[pathlib.Path, tuple[tuple[int, int, int], EyeLikeSupport]] = {}
+
+
 def read_cache(runtime: str, version: str) -> EyeLikeSupport | None:
     """The cached measurement of ``runtime`` ``version``, None when there is none to trust.
 
     A file written for another version or format, or one that cannot be read, is ignored
-    (and logged) rather than raised: a new measurement replaces it.
+    (and logged) rather than raised: a new measurement replaces it. A file already read
+    in this process and unchanged since (same modification time, size and inode) is not
+    read again.
     """
     path = cache_path(runtime, version)
+    try:
+        status = path.stat()
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return _read(path, runtime, version)  # reading says what is wrong
+    stamp = (status.st_mtime_ns, status.st_size, status.st_ino)
+    known = _READ.get(path)
+    if known is not None and known[0] == stamp:
+        return known[1]
+    support = _read(path, runtime, version)
+    if support is not None:
+        _READ[path] = (stamp, support)
+    return support
+
+
+def _read(path: pathlib.Path, runtime: str, version: str) -> EyeLikeSupport | None:
+    """The measurement in ``path``, None (logged) when it cannot be trusted."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         if (

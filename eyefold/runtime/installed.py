@@ -9,6 +9,7 @@ nodes against a cached measurement needs the installed version, not the runtime:
 from __future__ import annotations
 
 import contextlib
+import functools
 
 __all__ = ["DISTRIBUTIONS", "SUPPORTED_RUNTIMES", "installed_version"]
 
@@ -24,11 +25,14 @@ DISTRIBUTIONS = {"tvm": "apache-tvm"}
 _SCANNED_RUNTIMES = ("onnxruntime",)
 
 
+@functools.cache
 def installed_version(runtime: str = "onnxruntime") -> str | None:
     """The installed runtime's version from its package metadata, None when absent.
 
     onnxruntime's GPU and other builds ship the same import name under another
-    distribution name, so the import name's distributions are asked too.
+    distribution name, so the import name's distributions are asked too. Reading the
+    metadata parses files of every installed distribution; it is read once per process (a
+    package installed while a process runs is not imported by it either).
     """
     import importlib.metadata  # about 10 ms of imports: only runs that judge need it
 

@@ -31,6 +31,8 @@ This module decides between the three sources; the table type is
 
 from __future__ import annotations
 
+import functools
+
 from eyefold.errors import EyefoldError
 from eyefold.runtime.cache import CACHE_DIR_ENV, cache_dir, cache_path, read_cache, write_cache
 from eyefold.runtime.installed import SUPPORTED_RUNTIMES, installed_version
@@ -72,12 +74,14 @@ __all__ = [
 _PROBED_RUNTIME = "onnxruntime"
 
 
+@functools.cache
 def fallback_support(
     runtime: str = "onnxruntime", version: str | None = None
 ) -> EyeLikeSupport:
     """The table measured with onnxruntime 1.32, for when no measurement is at hand.
 
     Another runtime's fallback is its shipped table (:func:`table_support`).
+    Built once per process for each runtime and version (the table is frozen).
     """
     check_runtime(runtime)
     if runtime != _PROBED_RUNTIME:

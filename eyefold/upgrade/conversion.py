@@ -150,8 +150,8 @@ def _mark_opaque(
 
 def _body_proto(
     body: ir.Graph | ir.Function, nodes: list[ir.Node], hidden: list[ir.Node]
-) -> onnx.GraphProto:
-    """The body as a GraphProto with large tensors declared as typed inputs."""
+) -> onnx.ModelProto:
+    """A ModelProto of the body, large tensors declared as typed graph inputs."""
     graph = body if isinstance(body, ir.Graph) else body.graph
     small, large = [], []
     for value in graph.initializers.values():
@@ -165,7 +165,9 @@ def _body_proto(
         initializers=small,
         name=graph.name or "eyefold_upgrade",
     )
-    proto = ir.serde.serialize_graph(view)
+    model = onnx.ModelProto()
+    proto = model.graph
+    ir.serde.serialize_graph_into(proto, view)
     declared = {value.name for value in body.inputs}
     for value in large:
         if value.name not in declared:
@@ -173,7 +175,7 @@ def _body_proto(
     for node in hidden:
         tensor = node.attributes["value"].as_tensor()
         proto.input.append(typed_value_input(node.outputs[0], tensor))
-    return proto
+    return model
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,8 +223,8 @@ def convert_body(body: ir.Graph | ir.Function, upgrade: BodyUpgrade) -> BodyConv
     hidden = [node for node in body if ir_large_constant(node)]
     hidden_ids = {id(node) for node in hidden}
     nodes = [node for node in body if id(node) not in hidden_ids]
-    graph = _body_proto(body, nodes, hidden)
-    conversion = convert_graph(graph, upgrade, in_function=isinstance(body, ir.Function))
+    before = _body_proto(body, nodes, hidden)
+    conversion = convert_graph(before, upgrade, in_function=isinstance(body, ir.Function))
     return BodyConversion(body, nodes, conversion)
 
 
@@ -240,11 +242,13 @@ def check_source_opset(source: int, where: str) -> None:
 
 
 def convert_graph(
-    graph: onnx.GraphProto, upgrade: BodyUpgrade, *, in_function: bool
+    before: onnx.ModelProto, upgrade: BodyUpgrade, *, in_function: bool
 ) -> GraphConversion:
-    """Converts one weightless graph body from ``source`` to ``target``.
+    """Converts one weightless graph body, ``before.graph``, from ``source`` to ``target``.
 
-    ``graph`` is the caller's own weightless copy: its EyeLike nodes become stand-ins in
+    ``before`` is the caller's own model of the weightless body, handed to the converter
+    as it is (a body of tens of thousands of nodes is not copied once more); its IR
+    version and opset imports are set here, and its EyeLike nodes become stand-ins in
     place. Below opset 7 eyefold writes the opset-7 form itself and the converter starts
     from there (see ``_legacy_opset_fixes``).
 
@@ -257,16 +261,20 @@ def convert_graph(
     check_source_opset(source, where)
     opaque: dict[tuple[str, ...], onnx.NodeProto | None] = {}
     known: set[str] = set()
+    graph = before.graph
+    # The stand-ins hold no subgraphs: the body's graphs are the same before and after.
+    graphs = list(iter_proto_graphs(graph))
     stand_ins = {
         tuple(node.output)
-        for subgraph in iter_proto_graphs(graph)
+        for subgraph in graphs
         for node in subgraph.node
         if node.op_type == "EyeLike" and node.domain in DEFAULT_DOMAINS
     }
-    for subgraph in iter_proto_graphs(graph):
+    for subgraph in graphs:
         _mark_opaque(subgraph, opaque, where if in_function else None, (source, target))
         known.update(t.name for t in subgraph.initializer)
-    before = onnx.ModelProto(ir_version=upgrade.ir_version, graph=graph)
+    before.ir_version = upgrade.ir_version
+    del before.opset_import[:]
     for domain, version in upgrade.opset_imports.items():
         before.opset_import.add(domain=domain, version=version)
     refuse_lossy_adapters(graph, source, where)
@@ -278,7 +286,7 @@ def convert_graph(
         ops = stand_in_ops(nodes_before, stand_ins)
         names = {HIDDEN_DOMAIN: "ai.onnx"}
         raise UpgradeError(restore_names(str(error), ops, names)) from None
-    upsamples = upsample_inputs(before.graph) if source < 11 else set()
+    upsamples = upsample_inputs(graphs) if source < 11 else set()
     for converted in iter_proto_graphs(after.graph):
         _new_initializers_to_constants(converted, known)
         keep_resize_10_coordinates(converted, source, where, upsamples)

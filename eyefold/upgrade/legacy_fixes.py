@@ -22,6 +22,7 @@ reference evaluator, and by reading the adapters registered in onnx's
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 
 import onnx
 
@@ -244,11 +245,14 @@ def refuse_lossy_adapters(graph: onnx.GraphProto, source: int, where: str) -> No
                 )  # fmt: skip
 
 
-def upsample_inputs(graph: onnx.GraphProto) -> set[tuple[str, str]]:
-    """(data, scales) input names of every Upsample, which only enlarges (scales >= 1)."""
+def upsample_inputs(graphs: Iterable[onnx.GraphProto]) -> set[tuple[str, str]]:
+    """(data, scales) input names of every Upsample in ``graphs`` (a body and its subgraphs).
+
+    Upsample only enlarges (scales >= 1).
+    """
     return {
         (node.input[0], node.input[1])
-        for subgraph in iter_proto_graphs(graph)
+        for subgraph in graphs
         for node in subgraph.node
         if node.op_type == "Upsample"
         and node.domain in DEFAULT_DOMAINS

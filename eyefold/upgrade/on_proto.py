@@ -51,9 +51,12 @@ logger = logging.getLogger(__name__)
 
 @dataclasses.dataclass
 class _Weightless:
-    """A body's weightless GraphProto and the positions of the Constant nodes left out."""
+    """A body's weightless model and the positions of the Constant nodes left out.
 
-    graph: onnx.GraphProto
+    The model is the one handed to the converter: its graph is the body.
+    """
+
+    model: onnx.ModelProto
     hidden: list[int]
 
 
@@ -64,8 +67,10 @@ def _weightless(
     value_info: Iterable[onnx.ValueInfoProto],
     initializers: Iterable[onnx.TensorProto] = (),
 ) -> _Weightless:
-    """A GraphProto of the body with its large tensors declared as typed inputs."""
-    graph = onnx.GraphProto(name=name or "eyefold_upgrade")
+    """A model of the body with its large tensors declared as typed graph inputs."""
+    model = onnx.ModelProto()
+    graph = model.graph
+    graph.name = name or "eyefold_upgrade"
     graph.input.extend(io[0])
     graph.output.extend(io[1])
     graph.value_info.extend(value_info)
@@ -86,7 +91,7 @@ def _weightless(
         graph.node.extend(n for i, n in enumerate(nodes) if i not in skip)
     else:
         graph.node.extend(nodes)
-    return _Weightless(graph, hidden)
+    return _Weightless(model, hidden)
 
 
 def _function_weightless(function: onnx.FunctionProto) -> _Weightless:
@@ -144,7 +149,7 @@ def _convert_functions(
             converted.append((function, None))
             continue
         weightless = _function_weightless(function)
-        conversion = convert_graph(weightless.graph, upgrade, in_function=True)
+        conversion = convert_graph(weightless.model, upgrade, in_function=True)
         converted.append((function, _Converted(weightless, conversion)))
     return converted
 
@@ -227,7 +232,7 @@ def _upgrade(model: onnx.ModelProto, source: int, target: int) -> None:
         imports = _imports(model.opset_import)
         upgrade = BodyUpgrade(imports, source, target, model.ir_version, "main graph")
         main = _Converted(
-            weightless, convert_graph(weightless.graph, upgrade, in_function=False)
+            weightless, convert_graph(weightless.model, upgrade, in_function=False)
         )
         functions = _convert_functions(model, upgrade)
         problem = _check(model, main, functions, target, ir_version)

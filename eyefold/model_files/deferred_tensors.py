@@ -1,0 +1,239 @@
+"""A ModelProto whose large new initializers get their bytes only when it is written.
+
+A folded tensor serialized into a ModelProto is copied twice (``tobytes``, then protobuf's
+copy into the message), and writing the proto copies it a third time
+(``SerializeToString``). On the file path the splice therefore leaves the data of each
+large new initializer out of the proto: its TensorProto holds everything else, its
+``raw_data`` a random 16-byte marker. Saving then writes the file in pieces: protobuf's
+serialization of the proto as it is, with each marker's field replaced by the tensor's
+bytes, written straight from its array, and the two length prefixes that enclose it (the
+initializer entry's, the graph field's) rewritten. The file holds exactly the bytes
+``SerializeToString`` gives for the filled-in proto. Whoever needs the proto itself (the
+library's result, ``--check``, a save with a data file) fills it in first
+(:meth:`DeferredTensors.fill`): each tensor serialized once, straight into its place.
+
+Finding the places: the marker is found from the end of the graph field (the new
+initializers are its last ones, so only the fields after them are scanned); the bytes
+around it must be exactly the placeholder's own serialization, and the graph field is
+found by reading the model's top-level fields. Anything unexpected writes the filled-in
+proto instead, which is always right. A marker cannot occur by chance where it is looked
+for (16 random bytes: odds of 2^-128 per position).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+import sys
+from collections.abc import Iterator
+from typing import BinaryIO
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+from eyefold.model_files.stream_write import streamable_array
+from eyefold.model_files.wire import (
+    GRAPH_INITIALIZER_FIELD,
+    MODEL_GRAPH_FIELD,
+    TENSOR_RAW_DATA_FIELD,
+    WIRE_FIXED32,
+    WIRE_FIXED64,
+    WIRE_LENGTH_DELIMITED,
+    WIRE_VARINT,
+    length_delimited_header,
+    read_varint,
+)
+
+__all__ = ["DeferredTensors"]
+
+_MARKER_BYTES = 16
+
+
+class _LayoutError(Exception):
+    """The serialized proto is not laid out as the pieces assume (it is written whole)."""
+
+
+class _MarkedTensor:
+    """A tensor that serializes as itself, except that its bytes are a marker.
+
+    Serialized by onnx-ir's own serializer, so the placeholder holds every field the
+    filled-in TensorProto will hold, in the same form.
+    """
+
+    def __init__(self, tensor: ir.Tensor, marker: bytes) -> None:
+        self._tensor = tensor
+        self._marker = marker
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._tensor, name)
+
+    def tobytes(self) -> bytes:
+        return self._marker
+
+
+@dataclasses.dataclass
+class _Deferred:
+    """One deferred tensor: its initializer's position, its array and its marker."""
+
+    position: int
+    tensor: ir.Tensor
+    array: np.ndarray
+    marker: bytes
+
+
+@dataclasses.dataclass
+class _Place:
+    """Where a deferred tensor's placeholder entry sits in the serialized proto."""
+
+    start: int
+    end: int
+    entry: bytes
+    deferred: _Deferred
+
+
+@dataclasses.dataclass
+class DeferredTensors:
+    """A ModelProto and the new initializers whose data it does not hold yet.
+
+    Attributes:
+        proto: the model; its deferred initializers hold a marker as their data.
+    """
+
+    proto: onnx.ModelProto
+    _pending: list[_Deferred] = dataclasses.field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self._pending)
+
+    def add(self, value: ir.Value) -> None:
+        """Appends ``value``'s tensor as the graph's next initializer, deferred if large.
+
+        A tensor that is not a plain array of at least a MiB (or on a big-endian
+        machine, where its array is not its ``raw_data``) is serialized in place at once.
+        """
+        tensor = value.const_value
+        assert tensor is not None
+        graph = self.proto.graph
+        placeholder = graph.initializer.add()
+        array = streamable_array(value) if sys.byteorder == "little" else None
+        if array is None:
+            ir.serde.serialize_tensor_into(placeholder, tensor)
+            return
+        assert isinstance(tensor, ir.Tensor)  # streamable_array checked it
+        marker = os.urandom(_MARKER_BYTES)
+        marked = _MarkedTensor(tensor, marker)
+        ir.serde.serialize_tensor_into(placeholder, marked)  # type: ignore[arg-type]
+        position = len(graph.initializer) - 1
+        self._pending.append(_Deferred(position, tensor, array, marker))
+
+    def fill(self) -> onnx.ModelProto:
+        """Serializes each deferred tensor into its place; returns the complete proto."""
+        initializers = self.proto.graph.initializer
+        for deferred in self._pending:
+            placeholder = initializers[deferred.position]
+            assert placeholder.raw_data == deferred.marker, "a deferred initializer moved"
+            placeholder.Clear()
+            ir.serde.serialize_tensor_into(placeholder, deferred.tensor)
+        self._pending.clear()
+        return self.proto
+
+    def write(self, handle: BinaryIO) -> int:
+        """Writes the complete model's serialization to ``handle``; returns its size.
+
+        Raises:
+            ValueError: protobuf refuses the message (over 2 GiB).
+        """
+        serialized = self.proto.SerializeToString()
+        try:
+            chunks = list(self._chunks(serialized))
+        except (_LayoutError, ValueError):  # ValueError: a varint past the end
+            chunks = [self.fill().SerializeToString()]
+        written = 0
+        for chunk in chunks:
+            handle.write(chunk)
+            written += memoryview(chunk).nbytes
+        return written
+
+    def _chunks(self, serialized: bytes) -> Iterator[bytes | memoryview]:
+        """The complete serialization in pieces, the deferred data from its arrays."""
+        view = memoryview(serialized)
+        header, start, end = _graph_field(serialized)
+        places = sorted(
+            (_place(serialized, start, end, d, self.proto) for d in self._pending),
+            key=lambda place: place.start,
+        )
+        if any(a.end > b.start for a, b in itertools.pairwise(places)):
+            raise _LayoutError("two placeholders overlap")
+        pieces: list[bytes | memoryview] = []
+        cursor, growth = start, 0
+        for place in places:
+            entry_pieces = _filled_entry(place)
+            growth += sum(memoryview(p).nbytes for p in entry_pieces) - (
+                place.end - place.start
+            )
+            pieces += [view[cursor : place.start], *entry_pieces]
+            cursor = place.end
+        pieces.append(view[cursor:end])
+        yield view[:header]
+        yield length_delimited_header(MODEL_GRAPH_FIELD, end - start + growth)
+        yield from pieces
+        yield view[end:]
+
+
+def _graph_field(serialized: bytes) -> tuple[int, int, int]:
+    """(start of the graph field's key, start and end of its contents) at the top level."""
+    found = None
+    offset = 0
+    while offset < len(serialized):
+        key_at = offset
+        key, offset = read_varint(serialized, offset)
+        field, wire = key >> 3, key & 7
+        if wire == WIRE_VARINT:
+            _, offset = read_varint(serialized, offset)
+        elif wire == WIRE_LENGTH_DELIMITED:
+            length, offset = read_varint(serialized, offset)
+            if field == MODEL_GRAPH_FIELD:
+                if found is not None:
+                    raise _LayoutError("the graph field occurs twice")
+                found = (key_at, offset, offset + length)
+            offset += length
+        elif wire in (WIRE_FIXED64, WIRE_FIXED32):
+            offset += 8 if wire == WIRE_FIXED64 else 4
+        else:
+            raise _LayoutError(f"wire type {wire} at the top level")
+    if found is None or offset != len(serialized):
+        raise _LayoutError("no graph field, or a field runs past the end")
+    return found
+
+
+def _place(
+    serialized: bytes, start: int, end: int, deferred: _Deferred, proto: onnx.ModelProto
+) -> _Place:
+    """The placeholder's initializer entry in ``serialized`` (graph contents start..end)."""
+    entry = proto.graph.initializer[deferred.position].SerializeToString()
+    inside = entry.find(deferred.marker)
+    at = serialized.rfind(deferred.marker, start, end)
+    if inside < 0 or at < 0:
+        raise _LayoutError("a marker is missing")
+    whole = length_delimited_header(GRAPH_INITIALIZER_FIELD, len(entry)) + entry
+    first = at - inside - (len(whole) - len(entry))
+    if serialized[first : first + len(whole)] != whole:
+        raise _LayoutError("the bytes around a marker are not its initializer entry")
+    return _Place(first, first + len(whole), entry, deferred)
+
+
+def _filled_entry(place: _Place) -> list[bytes | memoryview]:
+    """The initializer entry with the tensor's bytes in place of the marker."""
+    marker = place.deferred.marker
+    raw_field = length_delimited_header(TENSOR_RAW_DATA_FIELD, len(marker)) + marker
+    split = place.entry.find(raw_field)
+    if split < 0:
+        raise _LayoutError("the marker is not the placeholder's raw_data")
+    data = memoryview(place.deferred.array.reshape(-1).view(np.uint8))
+    before, after = place.entry[:split], place.entry[split + len(raw_field) :]
+    raw_key = length_delimited_header(TENSOR_RAW_DATA_FIELD, data.nbytes)
+    length = len(before) + len(raw_key) + data.nbytes + len(after)
+    entry_key = length_delimited_header(GRAPH_INITIALIZER_FIELD, length)
+    return [entry_key + before + raw_key, data, after]

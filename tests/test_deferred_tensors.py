@@ -1,0 +1,184 @@
+"""Deferred tensors: a file written from the arrays holds the bytes of the filled-in proto."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+
+import eyefold
+from eyefold.cli import main
+from eyefold.model_files import deferred_tensors, stream_write
+from eyefold.model_files.deferred_tensors import DeferredTensors
+from eyefold.model_files.wire import varint
+
+BIG = stream_write.STREAM_MIN_BYTES
+
+
+def _base_proto() -> onnx.ModelProto:
+    """A model with fields on both sides of the initializers, in the graph and outside it."""
+    proto = onnx.parser.parse_model(
+        """<ir_version: 10, opset_import: ["" : 22, "dom" : 1], producer_name: "t",
+            doc_string: "a model", metadata_props: ["k" : "v"]>
+        g (float[2] x) => (float[2] z) <float[2] w = {1.0, 2.0}, float[2] mid> {
+            mid = Add(x, w)
+            z = dom.Twice(mid)
+        }
+        <domain: "dom", opset_import: ["" : 22]>
+        Twice (a) => (b) { b = Add(a, a) }"""
+    )
+    proto.graph.doc_string = "the graph"
+    proto.graph.metadata_props.add(key="gk", value="gv")
+    return proto
+
+
+def _value(name: str, array: np.ndarray, dtype: ir.DataType, **extra: object) -> ir.Value:
+    tensor = ir.Tensor(array, dtype=dtype, name=name, **extra)  # type: ignore[arg-type]
+    return ir.Value(name=name, shape=ir.Shape(array.shape), const_value=tensor)
+
+
+def _values() -> list[ir.Value]:
+    side = 600  # 600 x 600 x 4 bytes > 1 MiB; the narrower types get bigger sides
+    return [
+        _value("f32", np.eye(side, dtype=np.float32), ir.DataType.FLOAT),
+        _value("small", np.eye(3, dtype=np.float32), ir.DataType.FLOAT),  # not deferred
+        _value("bf16", np.eye(800, k=1, dtype=ml_dtypes.bfloat16), ir.DataType.BFLOAT16),
+        _value(
+            "doc",
+            np.eye(800, dtype=np.float16),
+            ir.DataType.FLOAT16,
+            doc_string="a folded identity",
+            metadata_props={"pkg.eyefold.folded_from": "eye"},
+        ),
+        _value("b", np.eye(1100, dtype=np.bool_), ir.DataType.BOOL),
+        _value("i64", np.eye(side, k=-2, dtype=np.int64), ir.DataType.INT64),
+    ]
+
+
+def _deferred(proto: onnx.ModelProto, values: list[ir.Value]) -> DeferredTensors:
+    deferred = DeferredTensors(proto)
+    for value in values:
+        deferred.add(value)
+    return deferred
+
+
+def _written(deferred: DeferredTensors) -> bytes:
+    buffer = io.BytesIO()
+    assert deferred.write(buffer) == len(buffer.getvalue())
+    return buffer.getvalue()
+
+
+def test_the_written_bytes_are_those_of_the_filled_in_proto() -> None:
+    values = _values()
+    deferred = _deferred(_base_proto(), values)
+    assert deferred  # the large tensors wait for the save
+    placeholders = [t for t in deferred.proto.graph.initializer if len(t.raw_data) == 16]
+    assert len(placeholders) == 5
+    written = _written(deferred)
+    expected = _deferred(_base_proto(), values).fill().SerializeToString()
+    assert written == expected
+    loaded = onnx.load_model_from_string(written)
+    by_name = {t.name: onnx.numpy_helper.to_array(t) for t in loaded.graph.initializer}
+    np.testing.assert_array_equal(by_name["f32"], np.eye(600, dtype=np.float32))
+    assert loaded.graph.initializer[-3].doc_string == "a folded identity"
+
+
+def test_fill_after_a_write_gives_the_same_proto() -> None:
+    values = _values()
+    deferred = _deferred(_base_proto(), values)
+    written = _written(deferred)
+    assert deferred.fill().SerializeToString() == written
+    assert not deferred
+
+
+def test_small_or_unusual_tensors_are_serialized_in_place_at_once() -> None:
+    strings = ir.StringTensor(np.array([b"a"] * 10), name="s")
+    values = [
+        _value("tiny", np.ones(4, dtype=np.float32), ir.DataType.FLOAT),
+        ir.Value(name="s", shape=ir.Shape([10]), const_value=strings),
+        _value("i4", np.zeros(BIG * 4, dtype=np.int8), ir.DataType.INT4),
+    ]
+    deferred = _deferred(_base_proto(), values)
+    assert not deferred
+    assert _written(deferred) == deferred.proto.SerializeToString()
+
+
+def test_an_unexpected_layout_writes_the_filled_in_proto() -> None:
+    # An obsolete group as an unknown top-level field (field 99: start and end keys).
+    group = varint(99 << 3 | 3) + varint(99 << 3 | 4)
+    values = _values()
+    proto, twin = _base_proto(), _base_proto()
+    proto.MergeFromString(group)
+    twin.MergeFromString(group)
+    with pytest.raises(deferred_tensors._LayoutError, match="wire type 3"):
+        deferred_tensors._graph_field(proto.SerializeToString())
+    filled = _deferred(twin, values).fill().SerializeToString()
+    assert _written(_deferred(proto, values)) == filled
+
+
+def test_a_marker_that_is_not_found_writes_the_filled_in_proto(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    values = _values()
+    deferred = _deferred(_base_proto(), values)
+    filled = _deferred(_base_proto(), values).fill().SerializeToString()
+    monkeypatch.setattr(deferred_tensors, "_place", _fail)
+    assert _written(deferred) == filled
+
+
+def _fail(*args: object) -> None:
+    raise deferred_tensors._LayoutError("as if a marker were missing")
+
+
+def _chain(rows: int) -> onnx.ModelProto:
+    return onnx.parser.parse_model(
+        f"""<ir_version: 8, opset_import: ["" : 17]>
+        g (float[{rows}, {rows}] x) => (float[{rows}, {rows}] y) {{
+            shape = Shape(x)
+            zeros = ConstantOfShape(shape)
+            eye = EyeLike(zeros)
+            y = MatMul(x, eye)
+        }}"""
+    )
+
+
+def test_the_file_path_writes_a_large_fold_from_its_array(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source, output = tmp_path / "chain.onnx", tmp_path / "out.onnx"
+    onnx.save(_chain(700), source)
+    expected = eyefold.optimize(onnx.load(source), size_limit=4 << 20).SerializeToString()
+
+    def never(self: DeferredTensors) -> onnx.ModelProto:
+        raise AssertionError("the fold was serialized into the proto")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(DeferredTensors, "fill", never)
+        status = main(["optimize", str(source), str(output), "-q", "--size-limit", "4M"])
+    assert status == 0
+    assert output.read_bytes() == expected
+    (tensor,) = onnx.load(output).graph.initializer
+    np.testing.assert_array_equal(
+        onnx.numpy_helper.to_array(tensor), np.eye(700, dtype=np.float32)
+    )
+
+
+@pytest.mark.parametrize("extra", [["--check"], ["--external-data"]], ids=["check", "data"])
+def test_check_and_data_files_get_the_filled_in_proto(
+    tmp_path: Path, extra: list[str]
+) -> None:
+    source, output = tmp_path / "chain.onnx", tmp_path / "out.onnx"
+    onnx.save(_chain(700), source)
+    status = main(["optimize", str(source), str(output), "-q", "--size-limit", "4M", *extra])
+    assert status == 0
+    loaded = onnx.load(output)
+    (tensor,) = loaded.graph.initializer
+    np.testing.assert_array_equal(
+        onnx.numpy_helper.to_array(tensor, base_dir=str(tmp_path)),
+        np.eye(700, dtype=np.float32),
+    )
