@@ -183,7 +183,10 @@ def test_the_installed_version_is_read_once_per_process(cache, monkeypatch):
             eyefold.optimize(_bool_eyelike_model())
     finally:
         installed.installed_version.cache_clear()
-    assert reads == ["onnxruntime"]
+    # onnxruntime's for its table; the other runtimes' for the form a node would take
+    # (it must keep running where it ran): each once, however many runs.
+    assert reads[0] == "onnxruntime"
+    assert sorted(reads) == sorted(set(reads))
 
 
 def test_an_unchanged_cache_file_is_read_once(cache: pathlib.Path, monkeypatch):

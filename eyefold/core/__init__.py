@@ -28,6 +28,8 @@ Rewriting and its bookkeeping:
 Around onnx's C++ code:
 
 - :mod:`eyefold.core.weightless`: the weightless copies handed to it;
+- :mod:`eyefold.core.inference_slices`: the slice its inference is handed for EyeLike inputs;
+- :mod:`eyefold.core.node_order`: graphs sorted first, as it needs them;
 - :mod:`eyefold.core.onnx_safety`: only models it cannot crash on.
 
 Running:

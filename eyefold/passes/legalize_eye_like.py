@@ -13,6 +13,7 @@ ran the node; what the target cannot run in any form (bfloat16 on tract) is a wa
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from collections.abc import Sequence
 
@@ -207,10 +208,10 @@ class LegalizeEyeLikePass(ir.passes.InPlacePass):
             self.runtime, probe=self.rewrite, support=self.support
         )
         self.support = profile.support
-        others = other_profiles(self.runtime) if self.others is None else self.others
+        judges = _Judges(profile, self.others)
         names = ModelNames(model)
         outcomes = [
-            self._visit(scope, node, _Judges(profile, others), names)
+            self._visit(scope, node, judges, names)
             for scope in iter_scopes(model)
             for node in list(scope.graph)
             if is_eyelike(node)
@@ -277,12 +278,23 @@ class LegalizeEyeLikePass(ir.passes.InPlacePass):
         return LegalizeOutcome(node, scope, runs, True, f"{verdict}; legalized as {form}")
 
 
-@dataclasses.dataclass(frozen=True)
 class _Judges:
-    """The target's profile and the other runtimes a rewrite must keep running."""
+    """The target's profile and the other runtimes a rewrite must keep running.
 
-    target: RuntimeProfile
-    others: Sequence[RuntimeProfile]
+    The others are looked up only when some node needs a form (their versions are
+    package metadata reads, and most runs have no node the target cannot run).
+    """
+
+    def __init__(self, target: RuntimeProfile, others: Sequence[RuntimeProfile] | None):
+        self.target = target
+        self._others = others
+
+    @functools.cached_property
+    def others(self) -> Sequence[RuntimeProfile]:
+        """The profiles of every other known runtime (none probed)."""
+        if self._others is not None:
+            return self._others
+        return other_profiles(self.target.runtime)
 
 
 def _left(

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 
 import onnx_ir as ir
-from onnxscript.rewriter import MatchStatus
 
 from eyefold.core.origins import origin_of
 from eyefold.core.rule_spec import Mismatch
@@ -35,6 +34,8 @@ class DeclineTracer:
     def log(self, rule, container, node, match_result, status) -> None:
         """Keeps the reason of a match whose condition failed."""
         del rule, container, node  # the caller knows them
+        from onnxscript.rewriter import MatchStatus  # only a built rule calls this
+
         reason = match_result.reason
         if status == MatchStatus.CONDITION_FAILED and not isinstance(reason, Mismatch):
             self.reason = reason or "its condition did not hold"
