@@ -76,6 +76,20 @@ def _numpy(tensor: torch.Tensor) -> np.ndarray:
     return tensor.detach().cpu().numpy()
 
 
+def _torchscript(module, inputs, path, input_names, dynamic_axes=None) -> None:
+    """The TorchScript exporter at opset 13, as a user calls it (one output, ``y``)."""
+    torch.onnx.export(
+        module,
+        inputs,
+        path,
+        dynamo=False,
+        opset_version=13,
+        input_names=input_names,
+        output_names=["y"],
+        dynamic_axes=dynamic_axes,
+    )
+
+
 class _Positional(torch.nn.Module):
     """Calls the wrapped module with one positional argument.
 
@@ -115,16 +129,8 @@ def export_mossformer(args, manifest) -> None:
     with torch.no_grad():
         y = module(x)
     path = os.path.join(args.out, "mossformer_op13.onnx")
-    torch.onnx.export(
-        _Positional(module).eval(),
-        (x,),
-        path,
-        dynamo=False,
-        opset_version=13,
-        input_names=["x"],
-        output_names=["y"],
-        dynamic_axes={"x": {0: "B", 1: "T", 2: "Q"}, "y": {0: "BT", 1: "Q"}},
-    )
+    axes = {"x": {0: "B", 1: "T", 2: "Q"}, "y": {0: "BT", 1: "Q"}}
+    _torchscript(_Positional(module).eval(), (x,), path, ["x"], axes)
     _save(args.out, "mossformer_op13", path, {"x": _numpy(x)}, [_numpy(y)], manifest,
           CLEARVOICE, exporter="torchscript")
 
@@ -186,16 +192,8 @@ def export_ccnet(args, manifest) -> None:
     with torch.no_grad():
         y_eye = module(x)
     path = os.path.join(args.out, "ccnet_mmcv_eye_op13.onnx")
-    torch.onnx.export(
-        module,
-        (x,),
-        path,
-        dynamo=False,
-        opset_version=13,
-        input_names=["x"],
-        output_names=["y"],
-        dynamic_axes={"x": {0: "B", 2: "H", 3: "W"}, "y": {0: "B", 2: "H", 3: "W"}},
-    )
+    axes = {0: "B", 2: "H", 3: "W"}
+    _torchscript(module, (x,), path, ["x"], {"x": axes, "y": axes})
     _save(args.out, "ccnet_mmcv_eye_op13", path, {"x": _numpy(x)}, [_numpy(y_eye)], manifest,
           MMCV, exporter="torchscript",
           change="NEG_INF_DIAG written with torch.eye(n, dtype=torch.bool) (CCNet#115)")
@@ -285,16 +283,7 @@ def export_kornia(args, manifest) -> None:
         y = module(x)
     path = os.path.join(args.out, "kornia_dilation_op13.onnx")
     axes = {0: "B", 1: "C", 2: "H", 3: "W"}
-    torch.onnx.export(
-        module,
-        (x,),
-        path,
-        dynamo=False,
-        opset_version=13,
-        input_names=["x"],
-        output_names=["y"],
-        dynamic_axes={"x": axes, "y": axes},
-    )
+    _torchscript(module, (x,), path, ["x"], {"x": axes, "y": axes})
     _save(args.out, "kornia_dilation_op13", path, {"x": _numpy(x)}, [_numpy(y)], manifest,
           KORNIA, exporter="torchscript")
 
@@ -318,16 +307,7 @@ def export_diagonal(args, manifest) -> None:
         ("diag_matmul_op13_dyn", {"a": {0: "B"}, "b": {0: "B"}, "y": {0: "B"}}),
     ):
         path = os.path.join(args.out, f"{name}.onnx")
-        torch.onnx.export(
-            module,
-            (a, b),
-            path,
-            dynamo=False,
-            opset_version=13,
-            input_names=["a", "b"],
-            output_names=["y"],
-            **({"dynamic_axes": axes} if axes else {}),
-        )
+        _torchscript(module, (a, b), path, ["a", "b"], axes or None)
         source = {
             "repo": "(none: a two-line module)",
             "path": "sample_models/real/export_real.py (_DiagonalOfProduct)",
