@@ -303,6 +303,7 @@ def optimize_proto(
     record = RunRecord() if record is None else record
     record.opset_before = default_opset({o.domain: o.version for o in model.opset_import})
     given = _stats_before_upgrade(model, options, record.opset_before, with_stats)
+    extracted = False
     try:
         if options.input_shapes:
             raise WholeModelNeeded("input shapes are pinned on the whole model")
@@ -314,12 +315,14 @@ def optimize_proto(
             # Done on the proto: the pipeline's own upgrade step would find nothing to do.
             options = dataclasses.replace(options, upgrade=False)
         full_path = None if source_path is None else os.path.abspath(source_path)
+        extracted = True
         run = _neighbourhood(model, options, record, full_path, with_stats)
     except WholeModelNeeded as needed:
         reason = needed.reason  # the traceback, which holds the neighbourhood, ends here
     else:
         return _with_given_stats(run, given)
-    gc.collect()  # the neighbourhood's tensors go before the whole model is read
+    if extracted:
+        gc.collect()  # the neighbourhood's tensors go before the whole model is read
     run = _whole_model(model, options, record, source_path, reason, with_stats)
     return _with_given_stats(run, given)
 
