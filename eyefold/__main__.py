@@ -1,7 +1,5 @@
 """``python -m eyefold`` is the ``eyefold`` command."""
 
-import sys
+from eyefold.cli.process import run
 
-from eyefold.cli import main
-
-sys.exit(main())
+run()

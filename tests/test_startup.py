@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import eyefold.rules
+from eyefold.cli import main
 from eyefold.rule_registry import rule_names
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_models"
@@ -116,3 +117,47 @@ def test_runtime_version_comes_from_metadata_without_importing_it() -> None:
     import onnxruntime
 
     assert done.stdout.split() == [onnxruntime.__version__, "False"]
+
+
+# The eyefold process: its exit status and stderr are main's, its atexit handlers still
+# run, and it froze the collector's objects before the interpreter's shutdown walked them.
+_PROCESS = """
+import atexit, gc, sys
+atexit.register(lambda: print("frozen", gc.get_freeze_count() > 0, file=sys.stderr))
+sys.argv = ["eyefold", *sys.argv[1:]]
+from eyefold.cli.process import run
+run()
+"""
+
+
+@pytest.mark.parametrize("name, status", [("torch_eye_chain.onnx", 0), ("missing.onnx", 1)])
+def test_process_exits_with_main_status_after_freezing(
+    tmp_path: Path, name: str, status: int
+) -> None:
+    output = tmp_path / "o.onnx"
+    args = ["optimize", str(SAMPLES / name), str(output), "-q"]
+    done = subprocess.run(
+        [sys.executable, "-c", _PROCESS, *args], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == status
+    lines = done.stderr.splitlines()
+    assert lines[-1] == "frozen True"
+    assert output.exists() == (status == 0)
+    if status:
+        assert len(lines) == 2 and "missing.onnx" in lines[0], done.stderr
+
+
+def test_main_leaves_the_collector_alone(tmp_path: Path) -> None:
+    import gc
+
+    before = gc.get_freeze_count()
+    sample = str(SAMPLES / "torch_eye_chain.onnx")
+    assert main(["optimize", sample, str(tmp_path / "o"), "-q"]) == 0
+    assert gc.get_freeze_count() == before
+
+
+def test_console_script_is_the_process_entry() -> None:
+    import tomllib
+
+    project = tomllib.loads((SAMPLES.parent / "pyproject.toml").read_text())
+    assert project["project"]["scripts"]["eyefold"] == "eyefold.cli.process:run"

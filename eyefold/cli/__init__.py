@@ -1,6 +1,7 @@
 """The ``eyefold`` command line and the text it shows people.
 
 - :mod:`.main`: argument wiring of ``optimize``, ``inspect`` and ``rules``;
+- :mod:`.process`: the ``eyefold`` process around it (how it exits);
 - :mod:`.batch`: ``optimize IN... --output-dir DIR``;
 - :mod:`.summary` and :mod:`.batch_summary`: the tables and lines printed.
 
