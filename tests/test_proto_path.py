@@ -261,3 +261,68 @@ def test_real_exports(path: Path) -> None:
     # Their random inputs do not run everywhere (hippynn's indices, MossFormer's negative
     # Pad under the reference evaluator): tests/test_real_exports.py runs them for real.
     compare_paths(onnx.load(str(path)), OPTIONS["default"], run=False)
+
+
+# A Tanh (a producer drop_input_producer looks at) and a Reshape (no rule looks at it)
+# feed EyeLike nodes; an Add (no rule looks at it) and a MatMul (the identity rules do)
+# read their outputs; t and r are read by Add nodes as well, so neither is dead code.
+_LOOKED_AT = """<ir_version: 10, opset_import: ["" : 22]>
+g (float[4, 4] x) => (float[4, 4] m, float[4, 4] a, float[4, 4] b)
+    <int64[2] shape = {4, 4}, float[4, 4] t, float[4, 4] r> {
+    t = Tanh (x)
+    r = Reshape (x, shape)
+    e1 = EyeLike <k = 1> (t)
+    e2 = EyeLike (r)
+    a = Add (e1, r)
+    b = Add (t, x)
+    m = MatMul (x, e2)
+}"""
+
+
+def test_neighbourhood_holds_only_the_nodes_a_rule_looks_at() -> None:
+    from eyefold.proto_path.extract import build_neighbourhood, choose_nodes
+    from eyefold.proto_path.scan import scan_model
+
+    model = onnx.parser.parse_model(_LOOKED_AT)
+    index = scan_model(model)
+    chosen = choose_nodes(index)
+    assert [index.op_types[p] for p in chosen] == ["Tanh", "EyeLike", "EyeLike", "MatMul"]
+    hood = build_neighbourhood(model, index, chosen)
+    # One sink per value read outside (the Add nodes read t, r and e1), one input each.
+    assert sorted(hood.sink_names) == ["e1", "r", "t"]
+    assert [[v.name for v in s.inputs] for s in hood.sinks] == [[n] for n in hood.sink_names]
+    for options in OPTIONS.values():
+        assert compare_paths(model, options, run=True) == NEIGHBOURHOOD_STEP
+
+
+def test_converter_types_spare_the_second_inference(monkeypatch) -> None:
+    # The opset-9 chain's EyeLike inputs are undeclared Reshape outputs: the upgrade's
+    # converter has typed them all, so no inference of the slice runs. Where the model
+    # declares value_info of its own (the converter starts from it, the slice does not),
+    # or no upgrade ran, the slice is inferred as before. Both paths agree throughout.
+    from eyefold.proto_path import infer_inputs
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import generate
+
+    calls: list[int] = []
+    real = infer_inputs.infer_with_values
+
+    def spy(proto, targets):
+        calls.append(len(targets))
+        return real(proto, targets)
+
+    monkeypatch.setattr(infer_inputs, "infer_with_values", spy)
+    plain = generate.opset9(140)
+    declared = copy.deepcopy(plain)
+    declared.graph.value_info.append(
+        onnx.helper.make_tensor_value_info("b0_mm", onnx.TensorProto.FLOAT, [4, 16])
+    )
+    for model, options, inferred in [
+        (plain, OPTIONS["default"], False),
+        (declared, OPTIONS["default"], True),
+        (plain, OPTIONS["no-upgrade"], True),
+    ]:
+        calls.clear()
+        assert compare_paths(model, options, run=True) == NEIGHBOURHOOD_STEP
+        assert bool(calls) == inferred, (options, calls)

@@ -32,6 +32,7 @@ import onnx
 import onnx_ir as ir
 
 from eyefold.core.domains import default_opset
+from eyefold.core.gc_pause import cyclic_gc_paused
 from eyefold.core.model_stats import ModelStats, model_stats, op_label
 from eyefold.errors import EyefoldError, WholeModelNeeded
 from eyefold.model_files.deferred_tensors import DeferredTensors
@@ -49,7 +50,7 @@ from eyefold.proto_path.stats import proto_stats, stats_after, stats_before
 from eyefold.rewriting.reach import READS_PAST_OPS
 from eyefold.rule_registry import select_rules
 from eyefold.run_record import RunRecord, Stage, StepEntry
-from eyefold.upgrade.on_proto import upgrade_proto
+from eyefold.upgrade.on_proto import ConverterTypes, upgrade_proto
 
 __all__ = [
     "NEIGHBOURHOOD_STEP",
@@ -122,10 +123,13 @@ class ProtoRun:
         return self.deferred if self.deferred else self.model
 
 
-def _upgrade(model: onnx.ModelProto, options: PipelineOptions) -> StepEntry | None:
+def _upgrade(
+    model: onnx.ModelProto, options: PipelineOptions
+) -> tuple[StepEntry, ConverterTypes | None] | None:
     """Upgrades ``model`` in place: the pipeline's upgrade step done on the proto, or None.
 
-    The steps that follow are those of the options without the upgrade.
+    The steps that follow are those of the options without the upgrade; the types the
+    converter inferred go to the neighbourhood's inference.
 
     Raises:
         WholeModelNeeded: the proto upgrade cannot do what the onnx-ir upgrade does.
@@ -137,12 +141,13 @@ def _upgrade(model: onnx.ModelProto, options: PipelineOptions) -> StepEntry | No
         return None
     start = time.perf_counter()
     try:
-        upgrade_proto(model, options.target_opset)
+        types = upgrade_proto(model, options.target_opset)
     except WholeModelNeeded as needed:
         raise WholeModelNeeded(
             f"the opset {opset} -> {options.target_opset} upgrade: {needed.reason}"
         ) from None
-    return StepEntry(UPGRADE_STEP, time.perf_counter() - start, Stage.PIPELINE, True)
+    step = StepEntry(UPGRADE_STEP, time.perf_counter() - start, Stage.PIPELINE, True)
+    return step, types
 
 
 def _sort(model: onnx.ModelProto, record: RunRecord) -> None:
@@ -157,6 +162,7 @@ def _extract(
     options: PipelineOptions,
     source_path: str | None,
     record: RunRecord,
+    converted: ConverterTypes | None,
 ) -> tuple[GraphIndex, list[int], Neighbourhood]:
     """The scan, the chosen nodes and the small onnx-ir model holding them.
 
@@ -173,7 +179,7 @@ def _extract(
         index = scan_model(model, _identity_dtypes(options))
     if index.obstacle is not None:
         raise WholeModelNeeded(index.obstacle)
-    inferred = infer_undeclared_inputs(model, index)
+    inferred = infer_undeclared_inputs(model, index, converted)
     chosen = choose_nodes(index, inferred.keys())
     if index.holders.intersection(chosen):
         raise WholeModelNeeded("a node holding subgraphs is in an EyeLike's neighbourhood")
@@ -202,8 +208,11 @@ def _neighbourhood(
     record: RunRecord,
     source_path: str | None,
     with_stats: bool,
+    converted: ConverterTypes | None,
 ) -> ProtoRun:
     """Runs the steps on the EyeLike neighbourhood and splices the result into ``model``.
+
+    ``converted``: the types of the opset upgrade just done on the proto, if any.
 
     Raises:
         WholeModelNeeded: the neighbourhood cannot stand for the model (``model`` is
@@ -211,7 +220,7 @@ def _neighbourhood(
     """
     base_dir = "" if source_path is None else os.path.dirname(source_path)
     start = time.perf_counter()
-    index, chosen, hood = _extract(model, options, source_path, record)
+    index, chosen, hood = _extract(model, options, source_path, record, converted)
     before = stats_before(model, index) if with_stats else None
     seconds = time.perf_counter() - start
     steps = RunRecord(opset_before=record.opset_before)
@@ -307,16 +316,19 @@ def optimize_proto(
     try:
         if options.input_shapes:
             raise WholeModelNeeded("input shapes are pinned on the whole model")
-        if _upgrades(options, record.opset_before):
-            _sort(model, record)  # onnx's converter and checker need the order
-        upgrade = _upgrade(model, options)
-        if upgrade is not None:
-            record.add(upgrade)
-            # Done on the proto: the pipeline's own upgrade step would find nothing to do.
-            options = dataclasses.replace(options, upgrade=False)
-        full_path = None if source_path is None else os.path.abspath(source_path)
-        extracted = True
-        run = _neighbourhood(model, options, record, full_path, with_stats)
+        with cyclic_gc_paused():  # walks of every node, and a neighbourhood's objects
+            if _upgrades(options, record.opset_before):
+                _sort(model, record)  # onnx's converter and checker need the order
+            upgrade = _upgrade(model, options)
+            converted = None
+            if upgrade is not None:
+                step, converted = upgrade
+                record.add(step)
+                # Done on the proto: the pipeline's own upgrade step has nothing to do.
+                options = dataclasses.replace(options, upgrade=False)
+            full_path = None if source_path is None else os.path.abspath(source_path)
+            extracted = True
+            run = _neighbourhood(model, options, record, full_path, with_stats, converted)
     except WholeModelNeeded as needed:
         reason = needed.reason  # the traceback, which holds the neighbourhood, ends here
     else:

@@ -3,22 +3,26 @@
 The neighbourhood is every node a pass may read or change:
 
 * the EyeLike nodes and the identity-shaped constants' consumers (the rules' roots);
-* backward: the producer of each EyeLike input (the rules look at it), and the whole
-  backward slice when the input's shape or type is not declared (shape inference then
-  reads it all);
-* forward: the consumers of each EyeLike output, and further through Cast, CastLike,
-  Transpose and Identity (a rule may turn them into an EyeLike, whose consumers are then
-  tried);
+* backward: the producer of each EyeLike input when a rule looks at producers of its
+  op, and the whole backward slice when the input's shape or type is not declared
+  (shape inference then reads it all);
+* forward: the consumers of each EyeLike output whose op a rule looks at, and further
+  through Cast, CastLike, Transpose and Identity (a rule may turn them into an EyeLike,
+  whose consumers are then tried);
 * every producer all of whose outputs only removable nodes read (EyeLike, the forward
   ops above, MatMul, and such producers in turn): the dead code a fold or a rewrite may
   leave behind, and the producers a rule looks through round after round.
 
+A producer or consumer of another op is only a writer or a reader of the EyeLike's values,
+which no pass looks at: it stays outside, as every other node does.
+
 Outside values the neighbourhood reads come from stand-in nodes whose inputs are the
 graph inputs the value is computed from (so the fold reports the same ``from_inputs``).
-One sink node reads every value that something outside reads, so a pass sees the same
-users (no value looks dead that is not), and after the passes its inputs say which value
-each outside reader must now read. Initializers keep their tensors lazily: the small
-model holds the original TensorProto (or external-data reference), never a copy.
+A sink node reads each value that something outside reads, so a pass sees the same users
+(no value looks dead that is not), and after the passes its input says which value those
+outside readers must now read (one sink per value: a pass replacing a value's uses
+rewrites one input, never a list of thousands). Initializers keep their tensors lazily:
+the small model holds the original TensorProto (or external-data reference), never a copy.
 """
 
 from __future__ import annotations
@@ -31,7 +35,12 @@ import onnx_ir as ir
 
 from eyefold.core.metadata_keys import STAND_IN_DOMAIN
 from eyefold.proto_path.scan import GraphIndex
-from eyefold.rewriting.reach import BECOMES_EYELIKE_OPS, REMOVABLE_OPS
+from eyefold.rewriting.reach import (
+    BECOMES_EYELIKE_OPS,
+    LOOKED_AT_OPS,
+    NEIGHBOUR_OPS,
+    REMOVABLE_OPS,
+)
 
 __all__ = ["Neighbourhood", "build_neighbourhood", "choose_nodes"]
 
@@ -44,8 +53,8 @@ class Neighbourhood:
         model: the onnx_ir model the passes run on.
         chosen: positions of the main-graph nodes it holds, ascending.
         positions: ``id()`` of each of its nodes -> position in the main graph.
-        sink: the sink node; ``sink_names[i]`` was the name of its input ``i``.
-        sink_names: the names outside readers read, in sink input order.
+        sinks: the sink nodes; ``sink_names[i]`` was the name of the input of ``sinks[i]``.
+        sink_names: the names outside readers read, in sink order.
         stand_ins: ``id()`` of each stand-in's output value -> the outside name.
         initializers: names of the initializers the small model holds.
         output_positions: position in the main graph's outputs of each output.
@@ -56,7 +65,7 @@ class Neighbourhood:
     model: ir.Model
     chosen: list[int]
     positions: dict[int, int]
-    sink: ir.Node
+    sinks: list[ir.Node]
     sink_names: list[str]
     stand_ins: dict[int, str]
     initializers: set[str]
@@ -126,15 +135,15 @@ def _backward(
 def _forward(
     index: GraphIndex, chosen: set[int], removable: set[int], names: list[str]
 ) -> None:
-    """Adds the consumers of ``names``, and further through ops a rule may rewrite."""
+    """Adds the consumers of ``names`` a rule looks at, and on through those it rewrites."""
     nodes = index.graph.node
     work = list(names)
     while work:
         for consumer in index.consumers.get(work.pop(), ()):
-            if consumer in chosen:
+            op_type = index.op_types[consumer]
+            if consumer in chosen or op_type not in LOOKED_AT_OPS:
                 continue
             chosen.add(consumer)
-            op_type = nodes[consumer].op_type
             if op_type in REMOVABLE_OPS:
                 removable.add(consumer)
             if op_type in BECOMES_EYELIKE_OPS:
@@ -161,11 +170,16 @@ def _add_dead_code(index: GraphIndex, chosen: set[int], removable: set[int]) -> 
                 work.append(producer)
 
 
+def _producer_op(index: GraphIndex, name: str) -> str | None:
+    producer = index.producer.get(name)
+    return None if producer is None else index.op_types[producer]
+
+
 def choose_nodes(index: GraphIndex, inferred: Collection[str] = ()) -> list[int]:
     """Positions of the neighbourhood's nodes (see the module docstring), ascending.
 
     ``inferred`` names EyeLike inputs known static though undeclared: like declared ones,
-    they need only their producer (:mod:`eyefold.proto_path.infer_inputs`).
+    they need at most their producer (:mod:`eyefold.proto_path.infer_inputs`).
     """
     chosen: set[int] = set(index.eyelike)
     removable: set[int] = set(index.eyelike)
@@ -173,9 +187,10 @@ def choose_nodes(index: GraphIndex, inferred: Collection[str] = ()) -> list[int]
     sliced: set[int] = set()
     for position in index.eyelike:
         inputs = index.node_inputs[position]
-        static = bool(inputs) and (inputs[0] in inferred or _declared_static(index, inputs[0]))
-        full = bool(inputs) and not static
-        _backward(index, chosen, position, None if full else 1, sliced)
+        if inputs and not (inputs[0] in inferred or _declared_static(index, inputs[0])):
+            _backward(index, chosen, position, None, sliced)
+        elif inputs and _producer_op(index, inputs[0]) in NEIGHBOUR_OPS:
+            _backward(index, chosen, position, 1, sliced)
         _forward(index, chosen, removable, [o for o in nodes[position].output if o])
     for name in index.identity_candidates:
         for consumer in index.consumers.get(name, ()):
@@ -232,7 +247,9 @@ def _small_graph(
     graph.input.extend(source.input[index.inputs.index(n)] for n in inputs)
     graph.node.extend(stand_ins)
     graph.node.extend(source.node[p] for p in chosen)
-    graph.node.append(onnx.helper.make_node("Sink", sink, [], domain=STAND_IN_DOMAIN))
+    graph.node.extend(
+        onnx.helper.make_node("Sink", [name], [], domain=STAND_IN_DOMAIN) for name in sink
+    )
     known = produced | {n.output[0] for n in stand_ins} | {t.name for t in graph.initializer}
     graph.value_info.extend(
         source.value_info[index.value_info[n]] for n in known if n in index.value_info
@@ -275,14 +292,16 @@ def build_neighbourhood(
         original = index.graph.initializer[index.initializers[value.name or ""]]
         value.const_value = ir.serde.deserialize_tensor(original, base_dir)
     nodes = list(result.graph)
-    stand_in_count = len(nodes) - len(chosen) - 1
+    sinks = nodes[len(nodes) - len(sink_names) :]
+    stand_in_count = len(nodes) - len(chosen) - len(sinks)
+    inner = nodes[stand_in_count : len(nodes) - len(sinks)]
     values = [v for n in nodes for v in n.outputs]
     values += [*result.graph.inputs, *result.graph.initializers.values()]
     return Neighbourhood(
         model=result,
         chosen=chosen,
-        positions={id(n): p for n, p in zip(nodes[stand_in_count:-1], chosen, strict=True)},
-        sink=nodes[-1],
+        positions={id(n): p for n, p in zip(inner, chosen, strict=True)},
+        sinks=sinks,
         sink_names=sink_names,
         stand_ins={id(n.outputs[0]): n.outputs[0].name or "" for n in nodes[:stand_in_count]},
         initializers=set(result.graph.initializers),

@@ -16,6 +16,14 @@ those of the whole-model path (``tests/test_proto_path.py`` compares them).
 
 Inputs it cannot make static, or an inference that fails, change nothing: their
 neighbourhood takes the whole slice as before, and the step reports the failure.
+
+After an opset upgrade on the proto, onnx's converter has already typed every value it
+could (:class:`~eyefold.upgrade.on_proto.ConverterTypes`). Where it made every target
+static from the facts this inference would start from, no second inference runs: the
+model declared no value_info, no large Constant and no graph output lies in the slice
+(the converter saw their types, the slice does not), and the converter's inference,
+without data propagation, found no less than this one can (a static shape found without
+data propagation is the one found with it).
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from eyefold.core.weightless import (
 )
 from eyefold.proto_path.scan import GraphIndex
 from eyefold.shape_facts.rounds import infer_with_values
+from eyefold.upgrade.on_proto import ConverterTypes
 
 __all__ = ["infer_undeclared_inputs"]
 
@@ -126,14 +135,46 @@ def _is_static(type_proto: onnx.TypeProto) -> bool:
     return tensor.HasField("shape") and all(d.HasField("dim_value") for d in tensor.shape.dim)
 
 
+def _typed_by_converter(
+    index: GraphIndex,
+    sliced: tuple[list[int], set[int]],
+    targets: list[str],
+    converted: ConverterTypes | None,
+) -> dict[str, onnx.ValueInfoProto] | None:
+    """The targets' declarations from the converter's types, or None: the inference runs.
+
+    Only where those types stand for this inference's (see the module docstring).
+    """
+    positions, large = sliced
+    if converted is None or converted.declared or large:
+        return None
+    outputs = set(index.outputs)
+    if any(name in outputs for p in positions for name in index.node_outputs[p]):
+        return None
+    wanted = set(targets)
+    found = {
+        info.name: info
+        for info in converted.value_info
+        if info.name in wanted and _is_static(info.type)
+    }
+    return {name: found[name] for name in targets} if len(found) == len(wanted) else None
+
+
 def infer_undeclared_inputs(
-    model: onnx.ModelProto, index: GraphIndex
+    model: onnx.ModelProto, index: GraphIndex, converted: ConverterTypes | None = None
 ) -> dict[str, onnx.ValueInfoProto]:
-    """Declarations of the undeclared EyeLike inputs onnx infers static, by name."""
+    """Declarations of the undeclared EyeLike inputs onnx infers static, by name.
+
+    ``converted``: the types of the opset upgrade just done on ``model``, if any.
+    """
     targets = _undeclared_targets(index)
     if not targets:
         return {}
-    proto = _slice_model(model, index, _slice(index, targets), targets)
+    sliced = _slice(index, targets)
+    typed = _typed_by_converter(index, sliced, targets, converted)
+    if typed is not None:
+        return typed
+    proto = _slice_model(model, index, sliced, targets)
     try:
         inferred = infer_with_values(proto, targets).model
     except Exception:  # the step meets the same failure on the whole slice and says it

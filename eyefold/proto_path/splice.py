@@ -1,12 +1,12 @@
 """Write what the passes did to the neighbourhood back into the whole ModelProto.
 
-The chosen nodes are replaced by the small model's nodes (stand-ins and the sink
+The chosen nodes are replaced by the small model's nodes (stand-ins and sinks
 dropped); a node that survived keeps its place, a new one goes right after the last node
 it reads from. Initializers the passes removed are dropped, new ones appended (as onnx-ir
 appends them), each serialized once: into its place or, when large, by the save, straight
 from its array (:mod:`eyefold.model_files.deferred_tensors`). The value_info of every
 value the small model held is replaced by what onnx-ir writes for it; graph outputs it
-held are rewritten. Outside readers of a value the passes replaced (the sink's inputs say
+held are rewritten. Outside readers of a value the passes replaced (the sinks' inputs say
 which) read the new name. If the result would not be in topological order,
 :class:`SpliceError` says so and nothing has been changed: the caller then takes the
 whole-model path. So it does when a pass made up a name (legalization's Cast outputs)
@@ -46,7 +46,7 @@ def _renames(hood: Neighbourhood) -> tuple[dict[str, str], dict[str, str]]:
     """(old -> new name for outside readers, old -> new name of outside producers)."""
     readers = {
         old: value.name or ""
-        for old, value in zip(hood.sink_names, hood.sink.inputs, strict=True)
+        for old, value in zip(hood.sink_names, (s.inputs[0] for s in hood.sinks), strict=True)
         if value is not None and value.name != old
     }
     producers = {
@@ -177,7 +177,6 @@ def _tables(hood: Neighbourhood) -> _Tables:
     infos += [
         ir.serde.serialize_value(v)
         for node in graph
-        if node is not hood.sink
         for v in node.outputs
         if not v.is_graph_output() and _has_info(v)
     ]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterable, MutableSequence
+from collections.abc import Iterable, MutableSequence, Sequence
 
 import onnx
 
@@ -44,9 +44,28 @@ from eyefold.upgrade.validation import (
 )
 from eyefold.upgrade.writeback_proto import MergedBody, merge_body, write_body
 
-__all__ = ["upgrade_proto"]
+__all__ = ["ConverterTypes", "upgrade_proto"]
 
 logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class ConverterTypes:
+    """The types onnx's converter inferred for the main graph's values, once upgraded.
+
+    The C++ converter runs onnx's inference on the weightless body before converting it,
+    and its result declares every value it typed (``value_info``). Where that body held
+    the same facts an inference of the upgraded model would start from, those types spare
+    the second inference (:mod:`eyefold.proto_path.infer_inputs` says when).
+
+    Attributes:
+        value_info: the converted main graph's ``value_info``.
+        declared: whether the body handed to the converter declared value_info of its own
+            (which onnx's inference starts from).
+    """
+
+    value_info: Sequence[onnx.ValueInfoProto]
+    declared: bool
 
 
 @dataclasses.dataclass
@@ -194,11 +213,12 @@ def _merge(originals: MutableSequence[onnx.NodeProto], converted: _Converted) ->
     )
 
 
-def upgrade_proto(model: onnx.ModelProto, target: int) -> bool:
+def upgrade_proto(model: onnx.ModelProto, target: int) -> ConverterTypes | None:
     """Upgrades ``model`` in place to ``target`` as ``UpgradeOpsetPass`` upgrades onnx-ir.
 
     Returns:
-        Whether the model was upgraded (False: it needed no upgrade).
+        The types the converter inferred for the upgraded main graph, or None when the
+        model needed no upgrade.
 
     Raises:
         WholeModelNeeded: why the upgrade is left to the whole-model path (which gives
@@ -206,13 +226,12 @@ def upgrade_proto(model: onnx.ModelProto, target: int) -> bool:
     """
     source = default_opset(_imports(model.opset_import))
     if source is None or source >= target:
-        return False
+        return None
     with cyclic_gc_paused():
-        _upgrade(model, source, target)
-    return True
+        return _upgrade(model, source, target)
 
 
-def _upgrade(model: onnx.ModelProto, source: int, target: int) -> None:
+def _upgrade(model: onnx.ModelProto, source: int, target: int) -> ConverterTypes:
     graph = model.graph
     if graph.sparse_initializer:
         raise WholeModelNeeded("the graph holds sparse initializers")
@@ -221,6 +240,7 @@ def _upgrade(model: onnx.ModelProto, source: int, target: int) -> None:
             f"an EyeLike sits in a scope older than opset {EYELIKE_MIN_OPSET}"
         )
     ir_version = max(model.ir_version, min_ir_version(target))
+    declared = len(graph.value_info) > 0
     try:
         weightless = _weightless(
             graph.name,
@@ -255,3 +275,4 @@ def _upgrade(model: onnx.ModelProto, source: int, target: int) -> None:
     _raise_imports(model.opset_import, target)
     model.ir_version = ir_version
     logger.info("opset %d -> %d: %d nodes changed or added", source, target, rebuilt)
+    return ConverterTypes(main.conversion.after.graph.value_info, declared)

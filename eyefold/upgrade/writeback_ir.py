@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
-from typing import TypeAlias, TypeGuard
+from typing import NamedTuple, TypeAlias, TypeGuard
 
 import onnx
 import onnx_ir as ir
@@ -27,7 +27,13 @@ import onnx_ir as ir
 from eyefold.errors import WriteBackError
 from eyefold.upgrade.conversion import BodyConversion
 
-__all__ = ["changed_attributes", "is_subgraph_change", "match_nodes", "write_back"]
+__all__ = [
+    "NodeMatch",
+    "changed_attributes",
+    "is_subgraph_change",
+    "match_nodes",
+    "write_back",
+]
 
 _GRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 
@@ -160,34 +166,52 @@ def is_subgraph_change(
     )
 
 
-def match_nodes(
-    before: onnx.GraphProto, after: onnx.GraphProto
-) -> list[tuple[onnx.NodeProto, int | None]]:
-    """Each converted node with the position in ``before`` of the node it stands for.
+class NodeMatch(NamedTuple):
+    """One converted node and the original node it stands for, if any.
+
+    Attributes:
+        proto: the converted node.
+        position: the original's position in the body handed to the converter; None
+            for a node the converter added.
+        old: that original, as handed to the converter (None for an added node).
+        changed: whether the converter changed it (its serialized bytes differ).
+    """
+
+    proto: onnx.NodeProto
+    position: int | None
+    old: onnx.NodeProto | None
+    changed: bool
+
+
+def match_nodes(before: onnx.GraphProto, after: onnx.GraphProto) -> list[NodeMatch]:
+    """Each converted node of ``after`` with the node of ``before`` it stands for.
 
     A converted node stands for the original with the same op, domain, overload and
-    outputs (at most one each); None marks a node the converter added.
+    outputs (at most one each). Each field is read once per node, by slicing.
     """
+    old_nodes = list(before.node)
+    old_outputs = [node.output[:] for node in old_nodes]
     position_of: dict[str, int] = {}
-    for position, node in enumerate(before.node):
-        if node.output:
-            position_of.setdefault(node.output[0], position)
+    for position, outputs in enumerate(old_outputs):
+        if outputs:
+            position_of.setdefault(outputs[0], position)
     kept: set[int] = set()
-    matched: list[tuple[onnx.NodeProto, int | None]] = []
+    matched: list[NodeMatch] = []
     for proto in after.node:
-        position = position_of.get(proto.output[0]) if proto.output else None
-        if position is not None and position not in kept:
-            old = before.node[position]
-            if (old.op_type, old.domain, old.overload, list(old.output)) == (
+        outputs = proto.output[:]
+        position = position_of.get(outputs[0]) if outputs else None
+        if position is not None and position not in kept and outputs == old_outputs[position]:
+            old = old_nodes[position]
+            if (old.op_type, old.domain, old.overload) == (
                 proto.op_type,
                 proto.domain,
                 proto.overload,
-                list(proto.output),
             ):
                 kept.add(position)
-                matched.append((proto, position))
+                changed = proto.SerializeToString() != old.SerializeToString()
+                matched.append(NodeMatch(proto, position, old, changed))
                 continue
-        matched.append((proto, None))
+        matched.append(NodeMatch(proto, None, None, True))
     return matched
 
 
@@ -230,15 +254,14 @@ def _merge_graph(
     kept: set[int] = set()
     final: list[tuple[ir.Node, bool]] = []
     rebuilt = 0
-    for proto, position in match_nodes(before, after):
-        if position is None:
+    for proto, position, old, changed in match_nodes(before, after):
+        if position is None or old is None:
             node = _build_node(proto, scope)
             rebuilt += 1
         else:
             node = nodes[position]
             kept.add(position)
-            old = before.node[position]
-            if proto.SerializeToString() != old.SerializeToString():
+            if changed:
                 rebuilt += _patch(node, old, proto, scope, opaque)
         final.append((node, position is not None))
         for out in node.outputs:

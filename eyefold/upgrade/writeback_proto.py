@@ -176,8 +176,8 @@ def merge_body(
     added: list[onnx.NodeProto] = []
     defined: set[str] = set()
     last, rebuilt = -1, 0
-    for proto, position in match_nodes(before, after):
-        if position is None:
+    for proto, position, old, changed in match_nodes(before, after):
+        if position is None or old is None:
             if tuple(proto.output) in opaque:
                 raise MergeError(f"the converter replaced the opaque {proto.op_type} node")
             added.append(names.new_node(proto))
@@ -188,12 +188,12 @@ def merge_body(
         if position < last:
             raise MergeError("the converter reordered the nodes it kept")
         last = position
-        original, old = originals[serialized[position]], before.node[position]
+        original = originals[serialized[position]]
         pending.append(original)
-        if proto.SerializeToString() != old.SerializeToString():
-            node, changed = _patched(original, old, proto, opaque)
+        if changed:
+            node, count = _patched(original, old, proto, opaque)
             patches.append((original, node))
-            rebuilt += changed
+            rebuilt += count
         replacements[position] = pending
         pending = []
     nodes, dropped = _in_order(originals, hidden_set, replacements)
