@@ -288,11 +288,34 @@ def test_neighbourhood_holds_only_the_nodes_a_rule_looks_at() -> None:
     chosen = choose_nodes(index)
     assert [index.op_types[p] for p in chosen] == ["Tanh", "EyeLike", "EyeLike", "MatMul"]
     hood = build_neighbourhood(model, index, chosen)
-    # One sink per value read outside (the Add nodes read t, r and e1), one input each.
+    # The sinks read what the Add nodes outside read: t, r and e1.
     assert sorted(hood.sink_names) == ["e1", "r", "t"]
-    assert [[v.name for v in s.inputs] for s in hood.sinks] == [[n] for n in hood.sink_names]
+    assert [v.name for v in hood.sink_inputs()] == hood.sink_names
     for options in OPTIONS.values():
         assert compare_paths(model, options, run=True) == NEIGHBOURHOOD_STEP
+
+
+def test_sinks_stay_narrow_for_a_fold_of_thousands() -> None:
+    # 600 EyeLike nodes read Reshape outputs that Add nodes outside read too: each
+    # EyeLike output and each Reshape output has an outside reader.
+    from eyefold.proto_path.extract import SINK_WIDTH, build_neighbourhood, choose_nodes
+    from eyefold.proto_path.infer_inputs import infer_undeclared_inputs
+    from eyefold.proto_path.scan import scan_model
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import generate
+
+    from eyefold.upgrade.on_proto import upgrade_proto
+
+    model = generate.opset9(600 * 14)
+    converted = upgrade_proto(model, 22)
+    index = scan_model(model)
+    inferred = infer_undeclared_inputs(model, index, converted)
+    hood = build_neighbourhood(model, index, choose_nodes(index, inferred), "", inferred)
+    assert len(hood.sink_names) == 2 * 600
+    assert len(hood.sinks) == -(-len(hood.sink_names) // SINK_WIDTH)
+    assert all(len(sink.inputs) <= SINK_WIDTH for sink in hood.sinks)
+    assert [v.name for v in hood.sink_inputs()] == hood.sink_names
 
 
 def test_converter_types_spare_the_second_inference(monkeypatch) -> None:

@@ -18,11 +18,13 @@ which no pass looks at: it stays outside, as every other node does.
 
 Outside values the neighbourhood reads come from stand-in nodes whose inputs are the
 graph inputs the value is computed from (so the fold reports the same ``from_inputs``).
-A sink node reads each value that something outside reads, so a pass sees the same users
-(no value looks dead that is not), and after the passes its input says which value those
-outside readers must now read (one sink per value: a pass replacing a value's uses
-rewrites one input, never a list of thousands). Initializers keep their tensors lazily:
-the small model holds the original TensorProto (or external-data reference), never a copy.
+Sink nodes read every value that something outside reads, so a pass sees the same users
+(no value looks dead that is not), and after the passes their inputs say which value
+each outside reader must now read. A sink reads at most :data:`SINK_WIDTH` values:
+onnx-ir rebuilds a node's input tuple on every replaced use, so one sink reading thousands
+of values would make a fold of thousands of EyeLike nodes quadratic. Initializers keep
+their tensors lazily: the small model holds the original TensorProto (or external-data
+reference), never a copy.
 """
 
 from __future__ import annotations
@@ -42,7 +44,10 @@ from eyefold.rewriting.reach import (
     REMOVABLE_OPS,
 )
 
-__all__ = ["Neighbourhood", "build_neighbourhood", "choose_nodes"]
+__all__ = ["SINK_WIDTH", "Neighbourhood", "build_neighbourhood", "choose_nodes"]
+
+# The most values one sink node reads (see the module docstring).
+SINK_WIDTH = 64
 
 
 @dataclasses.dataclass
@@ -53,8 +58,8 @@ class Neighbourhood:
         model: the onnx_ir model the passes run on.
         chosen: positions of the main-graph nodes it holds, ascending.
         positions: ``id()`` of each of its nodes -> position in the main graph.
-        sinks: the sink nodes; ``sink_names[i]`` was the name of the input of ``sinks[i]``.
-        sink_names: the names outside readers read, in sink order.
+        sinks: the sink nodes; ``sink_names`` holds the former names of their inputs.
+        sink_names: the names outside readers read, in the order the sinks read them.
         stand_ins: ``id()`` of each stand-in's output value -> the outside name.
         initializers: names of the initializers the small model holds.
         output_positions: position in the main graph's outputs of each output.
@@ -81,6 +86,10 @@ class Neighbourhood:
             for name, value in graph.initializers.items()
             if name not in self.initializers and value.const_value is not None
         )
+
+    def sink_inputs(self) -> list[ir.Value | None]:
+        """What the sinks read now, in the order of :attr:`sink_names`."""
+        return [value for sink in self.sinks for value in sink.inputs]
 
     def written_nodes(self) -> list[ir.Node]:
         """The small model's nodes the splice writes into the main graph."""
@@ -248,7 +257,8 @@ def _small_graph(
     graph.node.extend(stand_ins)
     graph.node.extend(source.node[p] for p in chosen)
     graph.node.extend(
-        onnx.helper.make_node("Sink", [name], [], domain=STAND_IN_DOMAIN) for name in sink
+        onnx.helper.make_node("Sink", sink[i : i + SINK_WIDTH], [], domain=STAND_IN_DOMAIN)
+        for i in range(0, len(sink), SINK_WIDTH)
     )
     known = produced | {n.output[0] for n in stand_ins} | {t.name for t in graph.initializer}
     graph.value_info.extend(
@@ -292,7 +302,7 @@ def build_neighbourhood(
         original = index.graph.initializer[index.initializers[value.name or ""]]
         value.const_value = ir.serde.deserialize_tensor(original, base_dir)
     nodes = list(result.graph)
-    sinks = nodes[len(nodes) - len(sink_names) :]
+    sinks = nodes[len(nodes) - -(-len(sink_names) // SINK_WIDTH) :]
     stand_in_count = len(nodes) - len(chosen) - len(sinks)
     inner = nodes[stand_in_count : len(nodes) - len(sinks)]
     values = [v for n in nodes for v in n.outputs]

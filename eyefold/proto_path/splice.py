@@ -46,7 +46,7 @@ def _renames(hood: Neighbourhood) -> tuple[dict[str, str], dict[str, str]]:
     """(old -> new name for outside readers, old -> new name of outside producers)."""
     readers = {
         old: value.name or ""
-        for old, value in zip(hood.sink_names, (s.inputs[0] for s in hood.sinks), strict=True)
+        for old, value in zip(hood.sink_names, hood.sink_inputs(), strict=True)
         if value is not None and value.name != old
     }
     producers = {
