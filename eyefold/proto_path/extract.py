@@ -302,7 +302,7 @@ def build_neighbourhood(
         original = index.graph.initializer[index.initializers[value.name or ""]]
         value.const_value = ir.serde.deserialize_tensor(original, base_dir)
     nodes = list(result.graph)
-    sinks = nodes[len(nodes) - -(-len(sink_names) // SINK_WIDTH) :]
+    sinks = [n for n in nodes if n.domain == STAND_IN_DOMAIN and n.op_type == "Sink"]
     stand_in_count = len(nodes) - len(chosen) - len(sinks)
     inner = nodes[stand_in_count : len(nodes) - len(sinks)]
     values = [v for n in nodes for v in n.outputs]
