@@ -5,7 +5,8 @@ identity of every value (and the lazy external tensors behind the initializers) 
 node metadata. Instead, each converted node is matched to the original node with the same
 op and the same outputs:
 
-* same serialized bytes: the original node is kept as it is;
+* an equal message (protobuf's comparison: field presence, unknown fields and the bits of
+  floats count, so equal means the same serialized bytes): the original node is kept;
 * otherwise the original node is patched in place: inputs resolved by name, changed
   attributes replaced, subgraphs matched the same way, recursively;
 * a converted node with no such original (a Constant the adapter added, the Reshape after a
@@ -151,7 +152,7 @@ def changed_attributes(
     previous = {a.name: a for a in old.attribute}
     for attribute in new.attribute:
         prior = previous.pop(attribute.name, None)
-        if prior is None or prior.SerializeToString() != attribute.SerializeToString():
+        if prior is None or prior != attribute:  # field by field, bits of floats too
             yield attribute, prior
     for prior in previous.values():
         yield None, prior
@@ -174,7 +175,7 @@ class NodeMatch(NamedTuple):
         position: the original's position in the body handed to the converter; None
             for a node the converter added.
         old: that original, as handed to the converter (None for an added node).
-        changed: whether the converter changed it (its serialized bytes differ).
+        changed: whether the converter changed it (the messages differ).
     """
 
     proto: onnx.NodeProto
@@ -208,7 +209,7 @@ def match_nodes(before: onnx.GraphProto, after: onnx.GraphProto) -> list[NodeMat
                 proto.overload,
             ):
                 kept.add(position)
-                changed = proto.SerializeToString() != old.SerializeToString()
+                changed = proto != old
                 matched.append(NodeMatch(proto, position, old, changed))
                 continue
         matched.append(NodeMatch(proto, None, None, True))

@@ -3,9 +3,10 @@
 The rules are those of the onnx-ir write-back (``eyefold.upgrade.writeback_ir``), on
 NodeProtos: a converted node stands for the original with the same op and outputs
 (:func:`match_nodes`); the original is kept as it is where the converter left it
-unchanged, else a copy is patched (inputs, changed attributes, subgraphs merged node by
-node; opaque nodes keep their attributes); nodes the converter added go right before the
-next kept node. Large Constant nodes the converter never saw keep their places.
+unchanged, else it gets a patch (inputs, changed attributes, subgraphs merged node by
+node; opaque nodes keep their attributes), applied only by :func:`write_body`; nodes the
+converter added go right before the next kept node. Large Constant nodes the converter
+never saw keep their places.
 
 Where the onnx-ir write-back would sort the body (the converter reordered kept nodes) or
 fail, :class:`MergeError` says so; nothing has been changed by then.
@@ -44,20 +45,45 @@ class MergeError(WriteBackError):
 
 
 @dataclasses.dataclass
+class NodePatch:
+    """What the write-back changes in one original node; None leaves that field as it is.
+
+    A patch, not a patched copy: the original is changed once, in place, when the whole
+    model is written back (a copy, then copying it over the original, doubled the work).
+
+    Attributes:
+        inputs: the node's new inputs.
+        attributes: the node's new attributes, in order (its own ones among them).
+    """
+
+    inputs: list[str] | None = None
+    attributes: list[onnx.AttributeProto] | None = None
+
+    def apply(self, node: onnx.NodeProto) -> None:
+        """Makes ``node`` (the original this patch was made for) what the converter made."""
+        if self.inputs is not None:
+            del node.input[:]
+            node.input.extend(self.inputs)
+        if self.attributes is not None:
+            del node.attribute[:]
+            node.attribute.extend(self.attributes)
+
+
+@dataclasses.dataclass
 class MergedBody:
     """A body's nodes after the write-back.
 
     Attributes:
         nodes: the body's nodes in their new order: originals (patched ones too) and the
             new nodes of ``added``.
-        patches: (original, the copy it is to become) for each node the converter changed.
+        patches: (original, its patch) for each node the converter changed.
         added: nodes the converter added, not yet in the body.
         dropped: names of the values no node defines any more.
         rebuilt: nodes changed or added, counted as the onnx-ir write-back counts them.
     """
 
     nodes: list[onnx.NodeProto]
-    patches: list[tuple[onnx.NodeProto, onnx.NodeProto]]
+    patches: list[tuple[onnx.NodeProto, NodePatch]]
     added: list[onnx.NodeProto]
     dropped: set[str]
     rebuilt: int
@@ -67,27 +93,32 @@ class _NodeNames:
     """Names unnamed new nodes as an onnx-ir graph does when they are added to it.
 
     ``node_<op>_<n>``, ``n`` counting the nodes named so far in the body, skipping names
-    taken (``onnx_ir._name_authority``).
+    taken (``onnx_ir._name_authority``). The names taken are read from the body only once
+    a node needs one.
     """
 
-    def __init__(self, taken: set[str]) -> None:
-        self.taken = taken
+    def __init__(self, body: Sequence[onnx.NodeProto]) -> None:
+        self.body = body
+        self.taken: set[str] | None = None
         self.counter = 0
 
     def new_node(self, proto: onnx.NodeProto) -> onnx.NodeProto:
-        """A copy of a converter-made node, named, with empty optional fields unset."""
-        node = onnx.NodeProto()
-        node.CopyFrom(proto)
+        """The converter-made ``proto`` (changed in place), named, empty optional fields unset.
+
+        The converter's result is the merge's own: nothing else reads its nodes after it.
+        """
         for field in _OPTIONAL_FIELDS:
-            if node.HasField(field) and not getattr(node, field):
-                node.ClearField(field)
-        if not node.name:
-            while f"node_{node.op_type}_{self.counter}" in self.taken:
+            if proto.HasField(field) and not getattr(proto, field):
+                proto.ClearField(field)
+        if self.taken is None:
+            self.taken = {node.name for node in self.body}
+        if not proto.name:
+            while f"node_{proto.op_type}_{self.counter}" in self.taken:
                 self.counter += 1
-            node.name = f"node_{node.op_type}_{self.counter}"
+            proto.name = f"node_{proto.op_type}_{self.counter}"
             self.counter += 1
-        self.taken.add(node.name)
-        return node
+        self.taken.add(proto.name)
+        return proto
 
 
 def _merged_attribute(
@@ -112,19 +143,19 @@ def _merged_attribute(
     return merged, rebuilt
 
 
-def _patched(
+def _patch(
     original: onnx.NodeProto, old: onnx.NodeProto, new: onnx.NodeProto, opaque: _Opaque
-) -> tuple[onnx.NodeProto, int]:
-    """A copy of ``original`` (converted from ``old``) made to match ``new``."""
-    node = _copy(original)
+) -> tuple[NodePatch, int]:
+    """The patch making ``original`` (converted from ``old``) match ``new``, and its count."""
+    patch = NodePatch()
     changed = 0
-    if list(new.input) != list(old.input):
-        del node.input[:]
-        node.input.extend(new.input)
+    inputs = new.input[:]
+    if inputs != old.input[:]:
+        patch.inputs = inputs
         changed = 1
     if tuple(new.output) in opaque:
-        return node, changed  # EyeLike or attribute-reference node: attributes as were
-    attributes = {a.name: a for a in node.attribute}
+        return patch, changed  # EyeLike or attribute-reference node: attributes as were
+    attributes = {a.name: a for a in original.attribute}
     for attribute, prior in changed_attributes(old, new):
         if attribute is None:
             if prior is not None:
@@ -139,10 +170,8 @@ def _patched(
         else:
             attributes[attribute.name] = attribute
             changed = max(changed, 1)
-    kept = list(attributes.values())
-    del node.attribute[:]
-    node.attribute.extend(kept)
-    return node, changed
+    patch.attributes = list(attributes.values())
+    return patch, changed
 
 
 def merge_body(
@@ -169,10 +198,10 @@ def merge_body(
         raise MergeError(f"the converter renamed the outputs of graph {before.name!r}")
     hidden_set = set(hidden)
     serialized = [i for i in range(len(originals)) if i not in hidden_set]
-    names = _NodeNames({node.name for node in originals})
+    names = _NodeNames(originals)
     replacements: dict[int, list[onnx.NodeProto]] = {}
     pending: list[onnx.NodeProto] = []
-    patches: list[tuple[onnx.NodeProto, onnx.NodeProto]] = []
+    patches: list[tuple[onnx.NodeProto, NodePatch]] = []
     added: list[onnx.NodeProto] = []
     defined: set[str] = set()
     last, rebuilt = -1, 0
@@ -191,8 +220,8 @@ def merge_body(
         original = originals[serialized[position]]
         pending.append(original)
         if changed:
-            node, count = _patched(original, old, proto, opaque)
-            patches.append((original, node))
+            patch, count = _patch(original, old, proto, opaque)
+            patches.append((original, patch))
             rebuilt += count
         replacements[position] = pending
         pending = []
@@ -248,8 +277,8 @@ def write_body(
     place, new ones appended, and the field is sorted into the new order (protobuf sorts
     a repeated message field by reordering pointers), the dropped ones cut off its end.
     """
-    for original, patched in body.patches:
-        original.CopyFrom(patched)
+    for original, patch in body.patches:
+        patch.apply(original)
     start = len(nodes)
     nodes.extend(body.added)
     appended = nodes[start:]  # held, so that sorting sees these very wrappers
