@@ -27,7 +27,7 @@ import onnx
 from eyefold.core.domains import DEFAULT_DOMAINS
 from eyefold.core.gc_pause import cyclic_gc_paused
 
-__all__ = ["GraphIndex", "free_names", "node_subgraphs", "scan_model"]
+__all__ = ["GraphIndex", "free_names", "looked_into", "node_subgraphs", "scan_model"]
 
 _GRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 # Default-domain ops that hold subgraphs; other domains may hold them too.
@@ -296,16 +296,26 @@ def _index_nodes(index: GraphIndex, dtypes: frozenset[int]) -> None:
     if unsorted is not None:
         index.obstacle = index.obstacle or f"{unsorted!r} is read before it is defined"
     index.eyelike = [i for i, op in enumerate(ops) if op == "EyeLike"]
-    uncommon: list[int] = []
     if not _DEFAULT_DOMAINS_SET.issuperset(domains):
         index.eyelike = [i for i in index.eyelike if domains[i] in DEFAULT_DOMAINS]
-        uncommon = [i for i, d in enumerate(domains) if d not in DEFAULT_DOMAINS]
-    if not _UNCOMMON_OPS.isdisjoint(ops):
-        uncommon += [i for i, op in enumerate(ops) if op in _UNCOMMON_OPS]
-    for position in sorted(set(uncommon)):
+    for position in looked_into(ops, domains):
         node = listed[position]
         if node.attribute:
             _index_node(index, position, node, dtypes)
+
+
+def looked_into(op_types: list[str], domains: list[str]) -> list[int]:
+    """Positions of the nodes whose attributes the walk reads, given the graph's columns.
+
+    Only these can hold subgraphs or tensors (see ``_UNCOMMON_OPS``): other domains' nodes
+    and the default-domain ops that do. The stats count subgraph ops among the same nodes.
+    """
+    uncommon: list[int] = []
+    if not _DEFAULT_DOMAINS_SET.issuperset(domains):
+        uncommon = [i for i, d in enumerate(domains) if d not in DEFAULT_DOMAINS]
+    if not _UNCOMMON_OPS.isdisjoint(op_types):
+        uncommon += [i for i, op in enumerate(op_types) if op in _UNCOMMON_OPS]
+    return sorted(set(uncommon))
 
 
 def scan_model(model: onnx.ModelProto, dtypes: frozenset[int] = frozenset()) -> GraphIndex:

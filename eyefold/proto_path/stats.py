@@ -15,7 +15,7 @@ import onnx
 
 from eyefold.core.domains import default_opset
 from eyefold.core.model_stats import ModelStats, op_label, sorted_counts
-from eyefold.proto_path.scan import GraphIndex
+from eyefold.proto_path.scan import GraphIndex, looked_into
 
 __all__ = ["proto_stats", "stats_after", "stats_before"]
 
@@ -43,14 +43,27 @@ def _opset(model: onnx.ModelProto) -> int | None:
 
 
 def proto_stats(model: onnx.ModelProto) -> ModelStats:
-    """Stats of ``model`` from a walk of all of it.
+    """Stats of ``model`` from a walk of its main graph's op columns.
 
     For a proto about to be upgraded: the upgrade changes every node anyway, and the scan
-    comes after it.
+    comes after it. Subgraphs are counted in the nodes the scan looks into, as
+    :func:`stats_before` counts them.
     """
-    counts = Counter(op_label(n.domain, n.op_type) for n in model.graph.node)
-    initializers = len(model.graph.initializer) + _nested(model.graph.node, counts)
+    nodes = list(model.graph.node)
+    ops = [node.op_type for node in nodes]
+    domains = [node.domain for node in nodes]
+    counts = _op_counts(domains, ops)
+    holders = [nodes[position] for position in looked_into(ops, domains)]
+    initializers = len(model.graph.initializer) + _nested(holders, counts)
     return _with_functions(model, counts, initializers)
+
+
+def _op_counts(domains: list[str], op_types: list[str]) -> Counter[str]:
+    """The main graph's op counts by label, from its domain and op type columns."""
+    counts: Counter[str] = Counter()
+    for (domain, op_type), count in Counter(zip(domains, op_types, strict=True)).items():
+        counts[op_label(domain, op_type)] += count  # "" and "ai.onnx" share a label
+    return counts
 
 
 def _with_functions(
@@ -64,11 +77,7 @@ def _with_functions(
 
 def stats_before(model: onnx.ModelProto, index: GraphIndex) -> ModelStats:
     """Stats of ``model``, whose main graph ``index`` scanned (file bytes left unknown)."""
-    counts: Counter[str] = Counter()
-    for (domain, op_type), count in Counter(
-        zip(index.domains, index.op_types, strict=True)
-    ).items():
-        counts[op_label(domain, op_type)] += count  # "" and "ai.onnx" share a label
+    counts = _op_counts(index.domains, index.op_types)
     holders = [model.graph.node[p] for p in sorted(index.holders)]
     initializers = len(model.graph.initializer) + _nested(holders, counts)
     return _with_functions(model, counts, initializers)

@@ -116,7 +116,11 @@ def _mark_opaque(
     ``where`` names the function when the graph belongs to one (only function bodies can
     hold attribute references), else None.
     """
-    for node in graph.node:
+    # Outside functions only EyeLike nodes are marked: the rest is not looked at one by one.
+    nodes = graph.node
+    if where is None:
+        nodes = [n for n in graph.node if n.op_type == "EyeLike"]
+    for node in nodes:
         if node.op_type == "EyeLike" and node.domain in DEFAULT_DOMAINS:
             dtype = next((a for a in node.attribute if a.name == "dtype"), None)
             del node.attribute[:]

@@ -284,9 +284,7 @@ def keep_resize_10_coordinates(
     """
     if source >= 11:
         return
-    for node in graph.node:
-        if node.op_type != "Resize":
-            continue
+    for node in [n for n in graph.node if n.op_type == "Resize"]:
         if any(a.name == "coordinate_transformation_mode" for a in node.attribute):
             continue
         mode = next((a.s.decode() for a in node.attribute if a.name == "mode"), "nearest")
