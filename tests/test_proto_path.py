@@ -318,6 +318,51 @@ def test_sinks_stay_narrow_for_a_fold_of_thousands() -> None:
     assert [v.name for v in hood.sink_inputs()] == hood.sink_names
 
 
+def _with_large_constant_first(model: onnx.ModelProto) -> onnx.ModelProto:
+    import numpy as np
+
+    copied = copy.deepcopy(model)
+    tensor = onnx.numpy_helper.from_array(np.zeros((600, 600), np.float32))
+    constant = onnx.helper.make_node("Constant", [], ["big_unused"], value=tensor)
+    nodes = [constant, *copied.graph.node]
+    del copied.graph.node[:]
+    copied.graph.node.extend(nodes)
+    return copied
+
+
+def test_the_order_shortcut_gives_what_the_slice_gives() -> None:
+    # Where the graph's order rules out large Constants and graph outputs in the slice,
+    # the converter's declarations are taken without walking it: they are the ones the
+    # slice's own conditions give. Where the order cannot tell, the slice decides.
+    from eyefold.proto_path import infer_inputs
+    from eyefold.proto_path.scan import scan_model
+    from eyefold.upgrade.on_proto import upgrade_proto
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import generate
+
+    plain = generate.opset9(140)
+    early_output = copy.deepcopy(plain)
+    early_output.graph.output.append(
+        onnx.helper.make_tensor_value_info("b0_mm", onnx.TensorProto.FLOAT, [4, 16])
+    )
+    for model, shortcut_taken in [
+        (plain, True),
+        (early_output, False),
+        (_with_large_constant_first(plain), False),
+    ]:
+        converted = upgrade_proto(model, 22)
+        index = scan_model(model)
+        targets = infer_inputs._undeclared_targets(index)
+        assert targets
+        shortcut = infer_inputs._typed_before_slicing(index, targets, converted)
+        sliced = infer_inputs._slice(index, targets)
+        by_slice = infer_inputs._typed_by_converter(index, sliced, targets, converted)
+        assert (shortcut is not None) == shortcut_taken
+        if shortcut is not None:
+            assert shortcut == by_slice
+
+
 def test_converter_types_spare_the_second_inference(monkeypatch) -> None:
     # The opset-9 chain's EyeLike inputs are undeclared Reshape outputs: the upgrade's
     # converter has typed them all, so no inference of the slice runs. Where the model

@@ -23,7 +23,9 @@ static from the facts this inference would start from, no second inference runs:
 model declared no value_info, no large Constant and no graph output lies in the slice
 (the converter saw their types, the slice does not), and the converter's inference,
 without data propagation, found no less than this one can (a static shape found without
-data propagation is the one found with it).
+data propagation is the one found with it). In a sorted graph with no large Constant and
+no graph output's producer at or before the last target's producer, those conditions hold
+without walking the slice at all.
 """
 
 from __future__ import annotations
@@ -151,6 +153,13 @@ def _typed_by_converter(
     outputs = set(index.outputs)
     if any(name in outputs for p in positions for name in index.node_outputs[p]):
         return None
+    return _converter_declarations(targets, converted)
+
+
+def _converter_declarations(
+    targets: list[str], converted: ConverterTypes
+) -> dict[str, onnx.ValueInfoProto] | None:
+    """The converter's declarations of the targets, or None unless all are static."""
     wanted = set(targets)
     found = {
         info.name: info
@@ -158,6 +167,29 @@ def _typed_by_converter(
         if info.name in wanted and _is_static(info.type)
     }
     return {name: found[name] for name in targets} if len(found) == len(wanted) else None
+
+
+def _typed_before_slicing(
+    index: GraphIndex, targets: list[str], converted: ConverterTypes | None
+) -> dict[str, onnx.ValueInfoProto] | None:
+    """The converter's declarations where the graph's order alone rules the slice out.
+
+    In a sorted graph a target's slice lies at or before its producer, so when no large
+    Constant and no node making a graph output comes at or before the last target's
+    producer, :func:`_typed_by_converter`'s conditions hold without walking the slice
+    (on a long chain that walk is most of the graph). None: decide on the slice.
+    """
+    if converted is None or converted.declared or index.unsorted:
+        return None
+    last = max(index.producer[name] for name in targets)
+    made_outputs = (index.producer.get(name) for name in index.outputs)
+    if any(position is not None and position <= last for position in made_outputs):
+        return None
+    nodes = index.graph.node
+    for position, op_type in enumerate(index.op_types[: last + 1]):
+        if op_type == "Constant" and proto_large_constant(nodes[position]) is not None:
+            return None
+    return _converter_declarations(targets, converted)
 
 
 def infer_undeclared_inputs(
@@ -170,6 +202,9 @@ def infer_undeclared_inputs(
     targets = _undeclared_targets(index)
     if not targets:
         return {}
+    typed = _typed_before_slicing(index, targets, converted)
+    if typed is not None:
+        return typed
     sliced = _slice(index, targets)
     typed = _typed_by_converter(index, sliced, targets, converted)
     if typed is not None:
