@@ -188,7 +188,8 @@ def merge_body(
         hidden: positions in ``originals`` of the large Constant nodes left out of
             ``before`` (whose nodes are the others, in order).
         before: the weightless body handed to the converter.
-        after: the converter's result.
+        after: the converter's result; the nodes it added are named in place and become
+            the body's (nothing else reads them afterwards).
         opaque: the conversion's opaque nodes.
 
     Raises:
