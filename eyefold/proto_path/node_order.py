@@ -18,7 +18,7 @@ import heapq
 
 import onnx
 
-from eyefold.proto_path.scan import node_subgraphs
+from eyefold.core.proto_subgraphs import node_subgraphs, subgraph_holders
 
 __all__ = ["graph_is_sorted", "sort_graph", "sort_model_graphs"]
 
@@ -35,11 +35,6 @@ def _outer_reads(graph: onnx.GraphProto) -> set[str]:
     return read - defined - {""}
 
 
-# Default-domain ops that hold subgraphs; nodes of other domains may hold them too.
-_SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
-_DEFAULT_DOMAINS = frozenset({"", "ai.onnx"})
-
-
 def _reads(nodes: list[onnx.NodeProto]) -> list[list[str]]:
     """What each node reads: its inputs, and the outer values its subgraphs read.
 
@@ -47,10 +42,9 @@ def _reads(nodes: list[onnx.NodeProto]) -> list[list[str]]:
     the nodes that may hold subgraphs are looked into.
     """
     reads = [node.input[:] for node in nodes]
-    for position, node in enumerate(nodes):
-        if node.op_type in _SUBGRAPH_OPS or node.domain not in _DEFAULT_DOMAINS:
-            for sub in node_subgraphs(node):
-                reads[position].extend(_outer_reads(sub))
+    for position in subgraph_holders(nodes):
+        for sub in node_subgraphs(nodes[position]):
+            reads[position].extend(_outer_reads(sub))
     return reads
 
 
@@ -111,7 +105,9 @@ def sort_graph(body: onnx.GraphProto | onnx.FunctionProto) -> bool:
 
 
 def _sort_subgraphs(graph: onnx.GraphProto, path: str, sorted_paths: list[str]) -> None:
-    for node in graph.node:
+    nodes = list(graph.node)
+    for position in subgraph_holders(nodes):
+        node = nodes[position]
         for attribute in node.attribute:
             bodies = [attribute.g] if attribute.type == onnx.AttributeProto.GRAPH else []
             if attribute.type == onnx.AttributeProto.GRAPHS:

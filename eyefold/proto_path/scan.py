@@ -26,15 +26,14 @@ import onnx
 
 from eyefold.core.domains import DEFAULT_DOMAINS
 from eyefold.core.gc_pause import cyclic_gc_paused
+from eyefold.core.proto_subgraphs import SUBGRAPH_OPS, node_subgraphs
 
-__all__ = ["GraphIndex", "free_names", "looked_into", "node_subgraphs", "scan_model"]
+__all__ = ["GraphIndex", "free_names", "looked_into", "scan_model"]
 
 _GRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-# Default-domain ops that hold subgraphs; other domains may hold them too.
-_SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 # Default-domain ops the walk looks into: subgraph holders, (identity) constants, and the
 # ops with tensor attributes (whose data may be external).
-_UNCOMMON_OPS = _SUBGRAPH_OPS | {"Constant", "ConstantOfShape"}
+_UNCOMMON_OPS = SUBGRAPH_OPS | {"Constant", "ConstantOfShape"}
 _EXTERNAL = onnx.TensorProto.EXTERNAL
 _DEFAULT_DOMAINS_SET = frozenset(DEFAULT_DOMAINS)
 
@@ -119,15 +118,6 @@ def _propagate(index: GraphIndex, last: int) -> None:
         for name in outs[position]:
             masks[name] = mask
     index._walked = max(index._walked, last + 1)
-
-
-def node_subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
-    """The graphs ``node`` holds (If branches, Loop and Scan bodies...)."""
-    for attr in node.attribute:
-        if attr.type == onnx.AttributeProto.GRAPH:
-            yield attr.g
-        elif attr.type == onnx.AttributeProto.GRAPHS:
-            yield from attr.graphs
 
 
 def _attribute_tensors(node: onnx.NodeProto) -> Iterator[onnx.TensorProto]:

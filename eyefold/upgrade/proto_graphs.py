@@ -6,16 +6,18 @@ from collections.abc import Iterator
 
 import onnx
 
+from eyefold.core.proto_subgraphs import node_subgraphs, subgraph_holders
+
 __all__ = ["iter_proto_graphs"]
 
 
 def iter_proto_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    """Yields ``graph`` and every subgraph in it, depth first."""
+    """Yields ``graph`` and every subgraph in it, depth first.
+
+    Only the nodes that may hold subgraphs are looked into (``subgraph_holders``).
+    """
     yield graph
-    for node in graph.node:
-        for attribute in node.attribute:
-            if attribute.type == onnx.AttributeProto.GRAPH:
-                yield from iter_proto_graphs(attribute.g)
-            elif attribute.type == onnx.AttributeProto.GRAPHS:
-                for subgraph in attribute.graphs:
-                    yield from iter_proto_graphs(subgraph)
+    nodes = list(graph.node)
+    for position in subgraph_holders(nodes):
+        for subgraph in node_subgraphs(nodes[position]):
+            yield from iter_proto_graphs(subgraph)
