@@ -34,7 +34,6 @@ import onnx
 
 from eyefold.core.weightless import (
     is_large,
-    proto_large_constant,
     proto_nbytes,
     typed_input,
     weightless_model,
@@ -62,7 +61,7 @@ def _slice(index: GraphIndex, targets: list[str]) -> tuple[list[int], set[int]]:
 
     The slice stops at a large Constant: its output becomes an input of the slice.
     """
-    nodes = index.graph.node
+    large_constants = set(index.large_constants)
     selected: set[int] = set()
     large: set[int] = set()
     work = [index.producer[name] for name in targets]
@@ -71,8 +70,7 @@ def _slice(index: GraphIndex, targets: list[str]) -> tuple[list[int], set[int]]:
         if position in selected:
             continue
         selected.add(position)
-        constant = index.op_types[position] == "Constant"
-        if constant and proto_large_constant(nodes[position]) is not None:
+        if position in large_constants:
             large.add(position)
             continue
         for name in index.node_inputs[position]:
@@ -185,10 +183,8 @@ def _typed_before_slicing(
     made_outputs = (index.producer.get(name) for name in index.outputs)
     if any(position is not None and position <= last for position in made_outputs):
         return None
-    nodes = index.graph.node
-    for position, op_type in enumerate(index.op_types[: last + 1]):
-        if op_type == "Constant" and proto_large_constant(nodes[position]) is not None:
-            return None
+    if index.large_constants and index.large_constants[0] <= last:
+        return None
     return _converter_declarations(targets, converted)
 
 

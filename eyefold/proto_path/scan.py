@@ -27,6 +27,7 @@ import onnx
 from eyefold.core.domains import DEFAULT_DOMAINS
 from eyefold.core.gc_pause import cyclic_gc_paused
 from eyefold.core.proto_subgraphs import SUBGRAPH_OPS, node_subgraphs
+from eyefold.core.weightless import is_large, proto_nbytes
 
 __all__ = ["GraphIndex", "free_names", "looked_into", "scan_model"]
 
@@ -68,6 +69,8 @@ class GraphIndex:
             the nodes the walk looks into (the only default-domain ops with tensor
             attributes are among them), and every tensor of subgraphs and functions.
         external_elsewhere: whether any of those is not a main-graph initializer.
+        large_constants: positions of the default-domain Constant nodes whose tensor is
+            too large for a weightless copy (``eyefold.core.weightless``), ascending.
     """
 
     graph: onnx.GraphProto
@@ -88,6 +91,7 @@ class GraphIndex:
     domains: list[str] = dataclasses.field(default_factory=list)
     external_locations: set[str] = dataclasses.field(default_factory=set)
     external_elsewhere: bool = False
+    large_constants: list[int] = dataclasses.field(default_factory=list)
     _masks: dict[str, int] = dataclasses.field(default_factory=dict)
     _walked: int = 0
 
@@ -225,21 +229,48 @@ def _index_io(index: GraphIndex, dtypes: frozenset[int]) -> None:
 def _index_node(
     index: GraphIndex, position: int, node: onnx.NodeProto, dtypes: frozenset[int]
 ) -> None:
-    """Records a node holding subgraphs or an identity candidate (the uncommon cases)."""
-    reads: set[str] = set()
-    if _note_external(index, _attribute_tensors(node)):
+    """Records what a node the walk looks into holds: subgraphs, tensors, constants.
+
+    Its attributes are read in one pass (a graph may hold thousands of Constant nodes).
+    """
+    tensors: list[onnx.TensorProto] = []
+    subgraphs: list[onnx.GraphProto] = []
+    constant = node.op_type == "Constant"
+    candidate, value = False, None
+    for attr in node.attribute:
+        if attr.HasField("t"):
+            tensors.append(attr.t)
+            if constant and dtypes and attr.name == "value" and not candidate:
+                candidate = _is_identity_candidate(attr.t, dtypes)
+        if attr.tensors:
+            tensors.extend(attr.tensors)
+        if attr.HasField("sparse_tensor"):
+            tensors += (attr.sparse_tensor.values, attr.sparse_tensor.indices)
+        kind = attr.type
+        if kind == onnx.AttributeProto.GRAPH:
+            subgraphs.append(attr.g)
+        elif kind == onnx.AttributeProto.GRAPHS:
+            subgraphs.extend(attr.graphs)
+        elif kind == onnx.AttributeProto.TENSOR and value is None and attr.name == "value":
+            value = attr.t
+    if tensors and _note_external(index, iter(tensors)):
         index.external_elsewhere = True
-    for sub in node_subgraphs(node):
+    reads: set[str] = set()
+    for sub in subgraphs:
         index.holders.add(position)
         if _note_external(index, _graph_tensors(sub)):
             index.external_elsewhere = True
         inner, obstacle = free_names(sub, dtypes)
         reads |= inner
         index.obstacle = index.obstacle or obstacle
-    for name in reads - set(node.input):
-        index.consumers.setdefault(name, []).append(position)
-    if dtypes and node.op_type == "Constant" and _constant_candidate(node, dtypes):
+    if reads:
+        for name in reads - set(node.input):
+            index.consumers.setdefault(name, []).append(position)
+    if candidate:
         index.identity_candidates.extend(node.output)
+    default_domain = node.domain in _DEFAULT_DOMAINS_SET
+    if constant and value is not None and default_domain and is_large(proto_nbytes(value)):
+        index.large_constants.append(position)
 
 
 def _undefined_read(index: GraphIndex, known: set[str]) -> str | None:

@@ -19,8 +19,8 @@ replace them (same names).
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping
-from typing import NamedTuple, TypeAlias, TypeGuard
+from collections.abc import Iterable, Mapping, MutableMapping
+from typing import TypeAlias, TypeGuard
 
 import onnx
 import onnx_ir as ir
@@ -142,20 +142,23 @@ def _merge_subgraph_attribute(
 
 
 def changed_attributes(
-    old: onnx.NodeProto, new: onnx.NodeProto
-) -> Iterator[tuple[onnx.AttributeProto | None, onnx.AttributeProto | None]]:
+    previous: dict[str, onnx.AttributeProto], new: onnx.NodeProto
+) -> list[tuple[onnx.AttributeProto | None, onnx.AttributeProto | None]]:
     """The attributes a converted node changed, so both write-backs patch alike.
 
-    Yields (converted attribute, the original's of that name or None) for each one that
-    differs, in the converted node's order; then (None, original) for each one dropped.
+    ``previous`` maps the names of the original's attributes (as handed to the converter)
+    to them. Returns (converted attribute, the original's of that name or None) for each
+    one that differs, in the converted node's order; then (None, original) for each one
+    dropped.
     """
-    previous = {a.name: a for a in old.attribute}
+    remaining = dict(previous)
+    changed: list[tuple[onnx.AttributeProto | None, onnx.AttributeProto | None]] = []
     for attribute in new.attribute:
-        prior = previous.pop(attribute.name, None)
+        prior = remaining.pop(attribute.name, None)
         if prior is None or prior != attribute:  # field by field, bits of floats too
-            yield attribute, prior
-    for prior in previous.values():
-        yield None, prior
+            changed.append((attribute, prior))
+    changed.extend((None, prior) for prior in remaining.values())
+    return changed
 
 
 def is_subgraph_change(
@@ -167,52 +170,47 @@ def is_subgraph_change(
     )
 
 
-class NodeMatch(NamedTuple):
-    """One converted node and the original node it stands for, if any.
-
-    Attributes:
-        proto: the converted node.
-        position: the original's position in the body handed to the converter; None
-            for a node the converter added.
-        old: that original, as handed to the converter (None for an added node).
-        changed: whether the converter changed it (the messages differ).
-    """
-
-    proto: onnx.NodeProto
-    position: int | None
-    old: onnx.NodeProto | None
-    changed: bool
+# One converted node and the original it stands for: (converted node, the original's
+# position in the body handed to the converter or None for a node the converter added,
+# that original as handed to the converter or None, whether the converter changed it, the
+# converted node's output names). A plain tuple: a body has tens of thousands of them.
+NodeMatch: TypeAlias = tuple[
+    onnx.NodeProto, int | None, onnx.NodeProto | None, bool, list[str]
+]
 
 
 def match_nodes(before: onnx.GraphProto, after: onnx.GraphProto) -> list[NodeMatch]:
     """Each converted node of ``after`` with the node of ``before`` it stands for.
 
     A converted node stands for the original with the same op, domain, overload and
-    outputs (at most one each). Each field is read once per node, by slicing.
+    outputs (at most one each); "changed" compares the messages (field presence, unknown
+    fields and the bits of floats count: equal means the same serialized bytes). Each
+    node's outputs are read once, by slicing, and handed on with the match.
     """
     old_nodes = list(before.node)
     old_outputs = [node.output[:] for node in old_nodes]
-    position_of: dict[str, int] = {}
-    for position, outputs in enumerate(old_outputs):
-        if outputs:
-            position_of.setdefault(outputs[0], position)
+    # The first node defining a name wins, as a dict filled in reverse keeps it.
+    position_of = {
+        outputs[0]: position
+        for position, outputs in reversed(list(enumerate(old_outputs)))
+        if outputs
+    }
+    new_nodes = list(after.node)
     kept: set[int] = set()
     matched: list[NodeMatch] = []
-    for proto in after.node:
-        outputs = proto.output[:]
+    for proto, outputs in zip(new_nodes, [node.output[:] for node in new_nodes], strict=True):
         position = position_of.get(outputs[0]) if outputs else None
         if position is not None and position not in kept and outputs == old_outputs[position]:
             old = old_nodes[position]
-            if (old.op_type, old.domain, old.overload) == (
-                proto.op_type,
-                proto.domain,
-                proto.overload,
+            if (
+                old.op_type == proto.op_type
+                and old.domain == proto.domain
+                and old.overload == proto.overload
             ):
                 kept.add(position)
-                changed = proto != old
-                matched.append(NodeMatch(proto, position, old, changed))
+                matched.append((proto, position, old, proto != old, outputs))
                 continue
-        matched.append(NodeMatch(proto, None, None, True))
+        matched.append((proto, None, None, True, outputs))
     return matched
 
 
@@ -230,7 +228,8 @@ def _patch(
         changed = 1
     if tuple(new.output) in opaque:
         return changed  # EyeLike stand-in or attribute-reference node: attributes as were
-    for attribute, prior in changed_attributes(old, new):
+    previous = {a.name: a for a in old.attribute}
+    for attribute, prior in changed_attributes(previous, new):
         if attribute is None:
             if prior is not None:
                 del node.attributes[prior.name]
@@ -255,7 +254,7 @@ def _merge_graph(
     kept: set[int] = set()
     final: list[tuple[ir.Node, bool]] = []
     rebuilt = 0
-    for proto, position, old, changed in match_nodes(before, after):
+    for proto, position, old, changed, _ in match_nodes(before, after):
         if position is None or old is None:
             node = _build_node(proto, scope)
             rebuilt += 1

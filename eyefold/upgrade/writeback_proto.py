@@ -112,12 +112,16 @@ class _NodeNames:
                 proto.ClearField(field)
         if self.taken is None:
             self.taken = {node.name for node in self.body}
-        if not proto.name:
-            while f"node_{proto.op_type}_{self.counter}" in self.taken:
+        name = proto.name
+        if not name:
+            op_type = proto.op_type
+            name = f"node_{op_type}_{self.counter}"
+            while name in self.taken:
                 self.counter += 1
-            proto.name = f"node_{proto.op_type}_{self.counter}"
+                name = f"node_{op_type}_{self.counter}"
+            proto.name = name
             self.counter += 1
-        self.taken.add(proto.name)
+        self.taken.add(name)
         return proto
 
 
@@ -144,19 +148,28 @@ def _merged_attribute(
 
 
 def _patch(
-    original: onnx.NodeProto, old: onnx.NodeProto, new: onnx.NodeProto, opaque: _Opaque
+    original: onnx.NodeProto,
+    old: onnx.NodeProto,
+    new: onnx.NodeProto,
+    is_opaque: bool,
+    opaque: _Opaque,
 ) -> tuple[NodePatch, int]:
-    """The patch making ``original`` (converted from ``old``) match ``new``, and its count."""
+    """The patch making ``original`` (converted from ``old``) match ``new``, and its count.
+
+    ``old`` is the copy of ``original`` handed to the converter, so the patched attribute
+    list is built from its attributes (the same messages; the patch copies them). Only
+    subgraphs are taken from ``original``: the converter's copy holds EyeLike stand-ins.
+    """
     patch = NodePatch()
     changed = 0
     inputs = new.input[:]
     if inputs != old.input[:]:
         patch.inputs = inputs
         changed = 1
-    if tuple(new.output) in opaque:
+    if is_opaque:
         return patch, changed  # EyeLike or attribute-reference node: attributes as were
-    attributes = {a.name: a for a in original.attribute}
-    for attribute, prior in changed_attributes(old, new):
+    attributes = {a.name: a for a in old.attribute}
+    for attribute, prior in changed_attributes(attributes, new):
         if attribute is None:
             if prior is not None:
                 del attributes[prior.name]
@@ -164,7 +177,8 @@ def _patch(
         elif attribute.type in _GRAPH_TYPES and not is_subgraph_change(prior, attribute):
             raise MergeError(f"the converter made new subgraphs for {attribute.name!r}")
         elif is_subgraph_change(prior, attribute):
-            merged, count = _merged_attribute(attributes[prior.name], prior, attribute, opaque)
+            own = next(a for a in original.attribute if a.name == prior.name)
+            merged, count = _merged_attribute(own, prior, attribute, opaque)
             attributes[prior.name] = merged
             changed += count
         else:
@@ -206,13 +220,14 @@ def merge_body(
     added: list[onnx.NodeProto] = []
     defined: set[str] = set()
     last, rebuilt = -1, 0
-    for proto, position, old, changed in match_nodes(before, after):
+    for proto, position, old, changed, outputs in match_nodes(before, after):
+        is_opaque = bool(opaque) and tuple(outputs) in opaque
         if position is None or old is None:
-            if tuple(proto.output) in opaque:
+            if is_opaque:
                 raise MergeError(f"the converter replaced the opaque {proto.op_type} node")
             added.append(names.new_node(proto))
-            pending.append(added[-1])
-            defined.update(proto.output)
+            pending.append(proto)
+            defined.update(outputs)
             rebuilt += 1
             continue
         if position < last:
@@ -221,7 +236,7 @@ def merge_body(
         original = originals[serialized[position]]
         pending.append(original)
         if changed:
-            patch, count = _patch(original, old, proto, opaque)
+            patch, count = _patch(original, old, proto, is_opaque, opaque)
             patches.append((original, patch))
             rebuilt += count
         replacements[position] = pending
