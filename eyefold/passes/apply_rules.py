@@ -143,11 +143,13 @@ class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):
         )
         if not self.specs:
             return result
-        judge = RewriteJudge(_judged(self.target_runtime), self.size_limit_bytes, self.fold)
         scopes = list(iter_scopes(model))
         roots = candidate_roots(scopes, self.specs)
         if roots is None:
-            return result  # no rule can match: none is built, onnxscript is not imported
+            # No rule can match: none is built, onnxscript is not imported, and no
+            # runtime's table is looked up.
+            return result
+        judge = RewriteJudge(_judged(self.target_runtime), self.size_limit_bytes, self.fold)
         try:
             for scope in scopes:
                 candidates = roots.get(id(graph_body(scope.graph)))
