@@ -11,7 +11,11 @@ opset9_20000) and the models of onnx's backend test data, each through ``eyefold
 optimize IN OUT`` in process, with the default options, ``--target-runtime onnxruntime``
 and ``--target-runtime tensorrt``. A model eyefold refuses leaves a ``.refused`` file
 holding the error line instead. To run another commit's code, put a clean export of it
-first on ``PYTHONPATH``.
+first on ``PYTHONPATH``, its ``rules/`` linked as ``eyefold/rules`` (the installed
+package's layout)::
+
+    git archive OLD | tar -x -C /tmp/old && ln -s ../rules /tmp/old/eyefold/rules
+    PYTHONPATH=/tmp/old python benchmarks/output_snapshot.py /tmp/out-old
 """
 
 from __future__ import annotations
