@@ -109,6 +109,27 @@ def test_loop_body_is_upgraded(upgrade_models) -> None:
     assert len(next(n for n in body.node if n.op_type == "Unsqueeze").input) == 2
 
 
+def test_unchanged_branch_keeps_its_eyelike_beside_a_converted_one() -> None:
+    # The converter changes then_branch (Unsqueeze's axes become an input at 13) and
+    # leaves else_branch as it was: the If is patched, and the branch the converter did
+    # not change must be the model's own, not the copy holding the EyeLike's stand-in.
+    model = onnx.parser.parse_model(
+        """<ir_version: 4, opset_import: ["" : 9]>
+        g (bool c, float[3] v, float[3, 3] x) => (float[1, 3] y) {
+            y = If (c) <
+                then_branch = t () => (float[1, 3] a) { a = Unsqueeze <axes = [0]> (v) },
+                else_branch = e () => (float[3, 3] b) { b = EyeLike <k = 1> (x) }
+            >
+        }"""
+    )
+    upgraded = _assert_upgrades_as_onnx_ir(model)
+    (branch,) = upgraded.graph.node
+    other = next(a.g for a in branch.attribute if a.name == "else_branch")
+    assert [(n.op_type, [a.name for a in n.attribute]) for n in other.node] == [
+        ("EyeLike", ["k"])
+    ]
+
+
 @pytest.mark.parametrize(("opset", "grid_sample"), [(11, False), (19, True)])
 def test_attribute_reference_on_an_unchanged_op_is_kept(
     opset: int, grid_sample: bool, upgrade_models

@@ -218,10 +218,31 @@ def _read_names(index: GraphIndex, chosen: list[int]) -> list[str]:
     return list(found)
 
 
-def _stand_in(name: str, feeding: frozenset[str]) -> onnx.NodeProto:
+def _stand_in(names: list[str], feeding: frozenset[str]) -> onnx.NodeProto:
     return onnx.helper.make_node(
-        "StandIn", sorted(feeding), [name], domain=STAND_IN_DOMAIN, name=f"stand_in/{name}"
+        "StandIn", sorted(feeding), names, domain=STAND_IN_DOMAIN, name=f"stand_in/{names[0]}"
     )
+
+
+def _add_stand_in(
+    runs: list[tuple[frozenset[str], list[str], bool]],
+    name: str,
+    feeding: frozenset[str],
+    read_outside: bool,
+) -> None:
+    """Adds ``name`` to the stand-ins, sharing the last one's node where nothing changes.
+
+    A run of values computed from the same graph inputs and read outside the neighbourhood
+    (so a sink keeps each one used: no pass can leave one dead) shares one stand-in node;
+    the fold reports the same ``from_inputs`` for each, and the graph has one node where
+    it had thousands (an EyeLike per block of a long model, each reading the block's
+    value). A value no sink reads keeps a node of its own, which dead-code removal can
+    take away alone.
+    """
+    if runs and read_outside and runs[-1][2] and runs[-1][0] == feeding:
+        runs[-1][1].append(name)
+    else:
+        runs.append((feeding, [name], read_outside))
 
 
 def _small_graph(
@@ -232,22 +253,24 @@ def _small_graph(
     inside = set(chosen)
     produced = {o for p in chosen for o in source.node[p].output if o}
     inputs: dict[str, None] = {}
-    stand_ins, sink = [], []
+    runs: list[tuple[frozenset[str], list[str], bool]] = []
+    sink: list[str] = []
     for name in _read_names(index, chosen):
         if name in produced:
             continue
+        outside = any(c not in inside for c in index.consumers.get(name, ()))
         if name in index.initializers:
             tensor = source.initializer[index.initializers[name]]
             graph.initializer.add(name=name, data_type=tensor.data_type, dims=tensor.dims)
         elif name in index.producer:
             feeding = index.inputs_feeding(name)
             inputs.update(dict.fromkeys(sorted(feeding)))
-            stand_ins.append(_stand_in(name, feeding))
+            _add_stand_in(runs, name, feeding, outside)
         else:
             inputs[name] = None
-        outside = any(c not in inside for c in index.consumers.get(name, ()))
         if outside and (name in index.producer or name in index.initializers):
             sink.append(name)
+    stand_ins = [_stand_in(names, feeding) for feeding, names, _ in runs]
     sink.extend(
         o
         for o in sorted(produced, key=index.producer.__getitem__)
@@ -260,7 +283,8 @@ def _small_graph(
         onnx.helper.make_node("Sink", sink[i : i + SINK_WIDTH], [], domain=STAND_IN_DOMAIN)
         for i in range(0, len(sink), SINK_WIDTH)
     )
-    known = produced | {n.output[0] for n in stand_ins} | {t.name for t in graph.initializer}
+    known = produced | {t.name for t in graph.initializer}
+    known.update(o for n in stand_ins for o in n.output)
     graph.value_info.extend(
         source.value_info[index.value_info[n]] for n in known if n in index.value_info
     )
@@ -313,7 +337,7 @@ def build_neighbourhood(
         positions={id(n): p for n, p in zip(inner, chosen, strict=True)},
         sinks=sinks,
         sink_names=sink_names,
-        stand_ins={id(n.outputs[0]): n.outputs[0].name or "" for n in nodes[:stand_in_count]},
+        stand_ins={id(v): v.name or "" for n in nodes[:stand_in_count] for v in n.outputs},
         initializers=set(result.graph.initializers),
         output_positions=output_positions,
         values=values,

@@ -156,9 +156,9 @@ def _patch(
 ) -> tuple[NodePatch, int]:
     """The patch making ``original`` (converted from ``old``) match ``new``, and its count.
 
-    ``old`` is the copy of ``original`` handed to the converter, so the patched attribute
-    list is built from its attributes (the same messages; the patch copies them). Only
-    subgraphs are taken from ``original``: the converter's copy holds EyeLike stand-ins.
+    ``old`` is the copy of ``original`` handed to the converter: but for the EyeLike
+    stand-ins in its subgraphs, the same messages. So the patched attribute list is built
+    from its attributes (the patch copies them), unless it holds subgraphs.
     """
     patch = NodePatch()
     changed = 0
@@ -168,8 +168,12 @@ def _patch(
         changed = 1
     if is_opaque:
         return patch, changed  # EyeLike or attribute-reference node: attributes as were
-    attributes = {a.name: a for a in old.attribute}
-    for attribute, prior in changed_attributes(attributes, new):
+    previous = {a.name: a for a in old.attribute}
+    if any(a.type in _GRAPH_TYPES for a in previous.values()):
+        attributes = {a.name: a for a in original.attribute}
+    else:
+        attributes = dict(previous)
+    for attribute, prior in changed_attributes(previous, new):
         if attribute is None:
             if prior is not None:
                 del attributes[prior.name]
@@ -177,8 +181,7 @@ def _patch(
         elif attribute.type in _GRAPH_TYPES and not is_subgraph_change(prior, attribute):
             raise MergeError(f"the converter made new subgraphs for {attribute.name!r}")
         elif is_subgraph_change(prior, attribute):
-            own = next(a for a in original.attribute if a.name == prior.name)
-            merged, count = _merged_attribute(own, prior, attribute, opaque)
+            merged, count = _merged_attribute(attributes[prior.name], prior, attribute, opaque)
             attributes[prior.name] = merged
             changed += count
         else:
