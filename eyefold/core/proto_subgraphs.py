@@ -14,7 +14,7 @@ import onnx
 
 from eyefold.core.domains import DEFAULT_DOMAINS
 
-__all__ = ["SUBGRAPH_OPS", "node_subgraphs", "subgraph_holders"]
+__all__ = ["SUBGRAPH_OPS", "may_hold_subgraphs", "node_subgraphs", "subgraph_holders"]
 
 # Default-domain ops that hold subgraphs; other domains may hold them too.
 SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
@@ -28,6 +28,11 @@ def node_subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
             yield attr.g
         elif attr.type == onnx.AttributeProto.GRAPHS:
             yield from attr.graphs
+
+
+def may_hold_subgraphs(node: onnx.NodeProto) -> bool:
+    """Whether ``node`` may hold subgraphs (see the module's note)."""
+    return node.op_type in SUBGRAPH_OPS or node.domain not in _DEFAULT_DOMAINS
 
 
 def subgraph_holders(nodes: Sequence[onnx.NodeProto]) -> list[int]:

@@ -202,13 +202,14 @@ def match_nodes(before: onnx.GraphProto, after: onnx.GraphProto) -> list[NodeMat
         position = position_of.get(outputs[0]) if outputs else None
         if position is not None and position not in kept and outputs == old_outputs[position]:
             old = old_nodes[position]
-            if (
+            changed = proto != old  # equal messages have the same op, domain and overload
+            if not changed or (
                 old.op_type == proto.op_type
                 and old.domain == proto.domain
                 and old.overload == proto.overload
             ):
                 kept.add(position)
-                matched.append((proto, position, old, proto != old, outputs))
+                matched.append((proto, position, old, changed, outputs))
                 continue
         matched.append((proto, None, None, True, outputs))
     return matched

@@ -20,6 +20,7 @@ from typing import TypeVar
 
 import onnx
 
+from eyefold.core.proto_subgraphs import may_hold_subgraphs
 from eyefold.errors import WriteBackError
 from eyefold.upgrade.writeback_ir import changed_attributes, is_subgraph_change, match_nodes
 
@@ -158,7 +159,7 @@ def _patch(
 
     ``old`` is the copy of ``original`` handed to the converter: but for the EyeLike
     stand-ins in its subgraphs, the same messages. So the patched attribute list is built
-    from its attributes (the patch copies them), unless it holds subgraphs.
+    from its attributes (the patch copies them), unless it may hold subgraphs.
     """
     patch = NodePatch()
     changed = 0
@@ -169,7 +170,7 @@ def _patch(
     if is_opaque:
         return patch, changed  # EyeLike or attribute-reference node: attributes as were
     previous = {a.name: a for a in old.attribute}
-    if any(a.type in _GRAPH_TYPES for a in previous.values()):
+    if may_hold_subgraphs(old):
         attributes = {a.name: a for a in original.attribute}
     else:
         attributes = dict(previous)
@@ -224,9 +225,8 @@ def merge_body(
     defined: set[str] = set()
     last, rebuilt = -1, 0
     for proto, position, old, changed, outputs in match_nodes(before, after):
-        is_opaque = bool(opaque) and tuple(outputs) in opaque
         if position is None or old is None:
-            if is_opaque:
+            if opaque and tuple(outputs) in opaque:
                 raise MergeError(f"the converter replaced the opaque {proto.op_type} node")
             added.append(names.new_node(proto))
             pending.append(proto)
@@ -239,6 +239,7 @@ def merge_body(
         original = originals[serialized[position]]
         pending.append(original)
         if changed:
+            is_opaque = bool(opaque) and tuple(outputs) in opaque
             patch, count = _patch(original, old, proto, is_opaque, opaque)
             patches.append((original, patch))
             rebuilt += count
