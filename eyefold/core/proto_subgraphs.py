@@ -8,13 +8,21 @@ a fifth of walking its attributes, so walks over large bodies look into these no
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 
 import onnx
 
 from eyefold.core.domains import DEFAULT_DOMAINS
 
-__all__ = ["SUBGRAPH_OPS", "may_hold_subgraphs", "node_subgraphs", "subgraph_holders"]
+__all__ = [
+    "SUBGRAPH_OPS",
+    "BodyColumns",
+    "body_columns",
+    "may_hold_subgraphs",
+    "node_subgraphs",
+    "subgraph_holders",
+]
 
 # Default-domain ops that hold subgraphs; other domains may hold them too.
 SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
@@ -37,8 +45,10 @@ def may_hold_subgraphs(node: onnx.NodeProto) -> bool:
 
 def subgraph_holders(nodes: Sequence[onnx.NodeProto]) -> list[int]:
     """Positions of the nodes that may hold subgraphs, in order (see the module's note)."""
-    ops = [node.op_type for node in nodes]
-    domains = [node.domain for node in nodes]
+    return _holders([node.op_type for node in nodes], [node.domain for node in nodes])
+
+
+def _holders(ops: list[str], domains: list[str]) -> list[int]:
     if SUBGRAPH_OPS.isdisjoint(ops) and _DEFAULT_DOMAINS.issuperset(domains):
         return []
     return [
@@ -46,3 +56,48 @@ def subgraph_holders(nodes: Sequence[onnx.NodeProto]) -> list[int]:
         for position, (op, domain) in enumerate(zip(ops, domains, strict=True))
         if op in SUBGRAPH_OPS or domain not in _DEFAULT_DOMAINS
     ]
+
+
+@dataclasses.dataclass(frozen=True)
+class BodyColumns:
+    """A graph body's nodes with their op types and domains, each read once.
+
+    The upgrade walks each body several times (EyeLike stand-ins, the legacy fixes, the
+    subgraphs): on a body of tens of thousands of nodes each walk reading the op types
+    costs milliseconds, so the walks share these columns. They describe the body as it
+    was read: a walk that changes op types reads them before.
+    """
+
+    graph: onnx.GraphProto
+    nodes: list[onnx.NodeProto]
+    op_types: list[str]
+    domains: list[str]
+
+    @classmethod
+    def of(cls, graph: onnx.GraphProto) -> BodyColumns:
+        """The columns of ``graph``'s nodes, as they are now."""
+        nodes = list(graph.node)
+        return cls(graph, nodes, [n.op_type for n in nodes], [n.domain for n in nodes])
+
+    def holders(self) -> list[int]:
+        """Positions of the nodes that may hold subgraphs, in order."""
+        return _holders(self.op_types, self.domains)
+
+    def with_op(self, op_type: str) -> list[onnx.NodeProto]:
+        """The nodes of op ``op_type`` (of any domain), in order."""
+        if op_type not in self.op_types:
+            return []
+        return [self.nodes[i] for i, op in enumerate(self.op_types) if op == op_type]
+
+    def subgraphs(self) -> list[onnx.GraphProto]:
+        """The graphs the body's nodes hold, in node and attribute order."""
+        held = [self.nodes[position] for position in self.holders()]
+        return [graph for node in held for graph in node_subgraphs(node)]
+
+
+def body_columns(graph: onnx.GraphProto) -> list[BodyColumns]:
+    """The columns of ``graph`` and of every subgraph in it, depth first."""
+    found = [BodyColumns.of(graph)]
+    for subgraph in found[0].subgraphs():
+        found.extend(body_columns(subgraph))
+    return found

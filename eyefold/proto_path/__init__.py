@@ -34,6 +34,7 @@ import onnx_ir as ir
 from eyefold.core.domains import default_opset
 from eyefold.core.gc_pause import cyclic_gc_paused
 from eyefold.core.model_stats import ModelStats, model_stats, op_label
+from eyefold.core.proto_subgraphs import BodyColumns
 from eyefold.errors import EyefoldError, WholeModelNeeded
 from eyefold.model_files.deferred_tensors import DeferredTensors
 from eyefold.model_files.load import model_from_proto
@@ -124,12 +125,13 @@ class ProtoRun:
 
 
 def _upgrade(
-    model: onnx.ModelProto, options: PipelineOptions
+    model: onnx.ModelProto, options: PipelineOptions, main: BodyColumns | None = None
 ) -> tuple[StepEntry, ConverterTypes | None] | None:
     """Upgrades ``model`` in place: the pipeline's upgrade step done on the proto, or None.
 
     The steps that follow are those of the options without the upgrade; the types the
-    converter inferred go to the neighbourhood's inference.
+    converter inferred go to the neighbourhood's inference. ``main``: the main graph's
+    columns, when read already.
 
     Raises:
         WholeModelNeeded: the proto upgrade cannot do what the onnx-ir upgrade does.
@@ -141,7 +143,7 @@ def _upgrade(
         return None
     start = time.perf_counter()
     try:
-        types = upgrade_proto(model, options.target_opset)
+        types = upgrade_proto(model, options.target_opset, main)
     except WholeModelNeeded as needed:
         raise WholeModelNeeded(
             f"the opset {opset} -> {options.target_opset} upgrade: {needed.reason}"
@@ -150,11 +152,17 @@ def _upgrade(
     return step, types
 
 
-def _sort(model: onnx.ModelProto, record: RunRecord) -> None:
-    """Sorts the graphs of ``model`` that are out of order, as the record's first step."""
+def _sort(
+    model: onnx.ModelProto, record: RunRecord, main: BodyColumns | None = None
+) -> list[str]:
+    """Sorts the graphs of ``model`` that are out of order, as the record's first step.
+
+    ``main``: the main graph's columns, when read already. Returns the graphs sorted.
+    """
     start = time.perf_counter()
-    unsorted = sort_model_graphs(model)
+    unsorted = sort_model_graphs(model, main)
     record.add_sort(unsorted, time.perf_counter() - start)
+    return unsorted
 
 
 def _extract(
@@ -311,15 +319,21 @@ def optimize_proto(
     """
     record = RunRecord() if record is None else record
     record.opset_before = default_opset({o.domain: o.version for o in model.opset_import})
-    given = _stats_before_upgrade(model, options, record.opset_before, with_stats)
+    upgrading = _upgrades(options, record.opset_before) and not options.input_shapes
+    given = None
     extracted = False
     try:
         if options.input_shapes:
             raise WholeModelNeeded("input shapes are pinned on the whole model")
         with cyclic_gc_paused():  # walks of every node, and a neighbourhood's objects
-            if _upgrades(options, record.opset_before):
-                _sort(model, record)  # onnx's converter and checker need the order
-            upgrade = _upgrade(model, options)
+            # An upgrade changes every node: the counts before it, the order check and
+            # the upgrade share one read of the main graph's op columns.
+            main = BodyColumns.of(model.graph) if upgrading else None
+            if with_stats and main is not None:
+                given = proto_stats(model, main)
+            if main is not None and "main" in _sort(model, record, main):
+                main = None  # onnx's converter and checker need the order; now changed
+            upgrade = _upgrade(model, options, main)
             converted = None
             if upgrade is not None:
                 step, converted = upgrade
@@ -349,12 +363,3 @@ def _with_given_stats(run: ProtoRun, given: ModelStats | None) -> ProtoRun:
 def _upgrades(options: PipelineOptions, opset: int | None) -> bool:
     """Whether the run upgrades a model of default-domain ``opset``."""
     return options.upgrade and opset is not None and opset < options.target_opset
-
-
-def _stats_before_upgrade(
-    model: onnx.ModelProto, options: PipelineOptions, opset: int | None, with_stats: bool
-) -> ModelStats | None:
-    """The stats of the model as given, when a proto upgrade is about to change every node."""
-    if with_stats and not options.input_shapes and _upgrades(options, opset):
-        return proto_stats(model)
-    return None

@@ -18,7 +18,7 @@ import heapq
 
 import onnx
 
-from eyefold.core.proto_subgraphs import node_subgraphs, subgraph_holders
+from eyefold.core.proto_subgraphs import BodyColumns, node_subgraphs, subgraph_holders
 
 __all__ = ["graph_is_sorted", "sort_graph", "sort_model_graphs"]
 
@@ -35,14 +35,14 @@ def _outer_reads(graph: onnx.GraphProto) -> set[str]:
     return read - defined - {""}
 
 
-def _reads(nodes: list[onnx.NodeProto]) -> list[list[str]]:
+def _reads(nodes: list[onnx.NodeProto], holders: list[int] | None = None) -> list[list[str]]:
     """What each node reads: its inputs, and the outer values its subgraphs read.
 
     Read by slicing each node's inputs (cheaper than iterating the repeated field); only
-    the nodes that may hold subgraphs are looked into.
+    the nodes that may hold subgraphs (``holders``, found if None) are looked into.
     """
     reads = [node.input[:] for node in nodes]
-    for position in subgraph_holders(nodes):
+    for position in subgraph_holders(nodes) if holders is None else holders:
         for sub in node_subgraphs(nodes[position]):
             reads[position].extend(_outer_reads(sub))
     return reads
@@ -53,13 +53,21 @@ def _producers(nodes: list[onnx.NodeProto]) -> dict[str, int]:
     return {name: i for i, names in enumerate(outputs) for name in names if name}
 
 
-def graph_is_sorted(body: onnx.GraphProto | onnx.FunctionProto) -> bool:
-    """Whether every node of ``body`` comes after the producers of what it reads."""
-    nodes = list(body.node)
+def graph_is_sorted(
+    body: onnx.GraphProto | onnx.FunctionProto, columns: BodyColumns | None = None
+) -> bool:
+    """Whether every node of ``body`` comes after the producers of what it reads.
+
+    ``columns``: the body's, when the caller has read them already.
+    """
+    if columns is None:
+        nodes, holders = list(body.node), None
+    else:
+        nodes, holders = columns.nodes, columns.holders()
     producer = _producers(nodes).get
     return all(
         producer(name, -1) < position
-        for position, names in enumerate(_reads(nodes))
+        for position, names in enumerate(_reads(nodes, holders))
         for name in names
     )
 
@@ -87,12 +95,15 @@ def _order(nodes: list[onnx.NodeProto]) -> list[int] | None:
     return order if len(order) == len(nodes) else None
 
 
-def sort_graph(body: onnx.GraphProto | onnx.FunctionProto) -> bool:
+def sort_graph(
+    body: onnx.GraphProto | onnx.FunctionProto, columns: BodyColumns | None = None
+) -> bool:
     """Sorts the nodes of ``body`` in place; True when they were out of order.
 
     A cycle leaves the nodes as they are (and returns False): onnx's checker names it.
+    ``columns``: the body's, when the caller has read them already (stale once sorted).
     """
-    if graph_is_sorted(body):
+    if graph_is_sorted(body, columns):
         return False
     nodes = list(body.node)
     order = _order(nodes)
@@ -104,10 +115,15 @@ def sort_graph(body: onnx.GraphProto | onnx.FunctionProto) -> bool:
     return True
 
 
-def _sort_subgraphs(graph: onnx.GraphProto, path: str, sorted_paths: list[str]) -> None:
-    nodes = list(graph.node)
-    for position in subgraph_holders(nodes):
-        node = nodes[position]
+def _sort_subgraphs(
+    graph: onnx.GraphProto,
+    path: str,
+    sorted_paths: list[str],
+    columns: BodyColumns | None = None,
+) -> None:
+    columns = BodyColumns.of(graph) if columns is None else columns
+    for position in columns.holders():
+        node = columns.nodes[position]
         for attribute in node.attribute:
             bodies = [attribute.g] if attribute.type == onnx.AttributeProto.GRAPH else []
             if attribute.type == onnx.AttributeProto.GRAPHS:
@@ -119,17 +135,22 @@ def _sort_subgraphs(graph: onnx.GraphProto, path: str, sorted_paths: list[str]) 
                 _sort_subgraphs(sub, inner, sorted_paths)
 
 
-def sort_model_graphs(model: onnx.ModelProto) -> list[str]:
+def sort_model_graphs(model: onnx.ModelProto, main: BodyColumns | None = None) -> list[str]:
     """Sorts every graph of ``model`` in place (main, subgraphs, functions).
+
+    Args:
+        model: the model.
+        main: the main graph's columns, when the caller has read them already.
 
     Returns:
         The graphs that were out of order, as paths (``main``, ``main/loop.body``,
         ``function f``); empty for a sorted model, which is left untouched.
     """
     sorted_paths: list[str] = []
-    if sort_graph(model.graph):
+    if sort_graph(model.graph, main):
         sorted_paths.append("main")
-    _sort_subgraphs(model.graph, "main", sorted_paths)
+        main = None  # read before the sort
+    _sort_subgraphs(model.graph, "main", sorted_paths, main)
     for function in model.functions:
         path = f"function {function.name}"
         if sort_graph(function):

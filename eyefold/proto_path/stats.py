@@ -15,6 +15,7 @@ import onnx
 
 from eyefold.core.domains import default_opset
 from eyefold.core.model_stats import ModelStats, op_label, sorted_counts
+from eyefold.core.proto_subgraphs import BodyColumns
 from eyefold.proto_path.scan import GraphIndex, looked_into
 
 __all__ = ["proto_stats", "stats_after", "stats_before"]
@@ -42,18 +43,17 @@ def _opset(model: onnx.ModelProto) -> int | None:
     return default_opset({o.domain: o.version for o in model.opset_import})
 
 
-def proto_stats(model: onnx.ModelProto) -> ModelStats:
-    """Stats of ``model`` from a walk of its main graph's op columns.
+def proto_stats(model: onnx.ModelProto, main: BodyColumns | None = None) -> ModelStats:
+    """Stats of ``model`` from its main graph's op columns (``main``: read if None).
 
     For a proto about to be upgraded: the upgrade changes every node anyway, and the scan
     comes after it. Subgraphs are counted in the nodes the scan looks into, as
     :func:`stats_before` counts them.
     """
-    nodes = list(model.graph.node)
-    ops = [node.op_type for node in nodes]
-    domains = [node.domain for node in nodes]
+    main = BodyColumns.of(model.graph) if main is None else main
+    ops, domains = main.op_types, main.domains
     counts = _op_counts(domains, ops)
-    holders = [nodes[position] for position in looked_into(ops, domains)]
+    holders = [main.nodes[position] for position in looked_into(ops, domains)]
     initializers = len(model.graph.initializer) + _nested(holders, counts)
     return _with_functions(model, counts, initializers)
 

@@ -33,6 +33,7 @@ import onnx_ir as ir
 from eyefold.core.domains import DEFAULT_DOMAINS, default_opset
 from eyefold.core.metadata_keys import HIDDEN_DOMAIN
 from eyefold.core.onnx_safety import restore_names, stand_in_ops
+from eyefold.core.proto_subgraphs import BodyColumns, body_columns
 from eyefold.core.weightless import ir_large_constant, is_large, typed_value_input
 from eyefold.errors import UpgradeError, one_line
 from eyefold.upgrade.legacy_fixes import (
@@ -106,7 +107,7 @@ def _has_newer_version(op_type: str, source: int, target: int) -> bool:
 
 
 def _mark_opaque(
-    graph: onnx.GraphProto,
+    body: BodyColumns,
     opaque: dict[tuple[str, ...], onnx.NodeProto | None],
     where: str | None,
     versions: tuple[int, int],
@@ -117,9 +118,7 @@ def _mark_opaque(
     hold attribute references), else None.
     """
     # Outside functions only EyeLike nodes are marked: the rest is not looked at one by one.
-    nodes = graph.node
-    if where is None:
-        nodes = [n for n in graph.node if n.op_type == "EyeLike"]
+    nodes = body.nodes if where is not None else body.with_op("EyeLike")
     for node in nodes:
         if node.op_type == "EyeLike" and node.domain in DEFAULT_DOMAINS:
             dtype = next((a for a in node.attribute if a.name == "dtype"), None)
@@ -266,17 +265,19 @@ def convert_graph(
     opaque: dict[tuple[str, ...], onnx.NodeProto | None] = {}
     known: set[str] = set()
     graph = before.graph
-    # The stand-ins hold no subgraphs: the body's graphs are the same before and after.
-    graphs = list(iter_proto_graphs(graph))
+    # Read before the stand-ins replace EyeLike; they hold no subgraphs, so the body's
+    # graphs are the same before and after.
+    bodies = body_columns(graph)
     stand_ins = {
         tuple(node.output)
-        for subgraph in graphs
-        for node in subgraph.node
-        if node.op_type == "EyeLike" and node.domain in DEFAULT_DOMAINS
+        for body in bodies
+        for node in body.with_op("EyeLike")
+        if node.domain in DEFAULT_DOMAINS
     }
-    for subgraph in graphs:
-        _mark_opaque(subgraph, opaque, where if in_function else None, (source, target))
-        known.update(t.name for t in subgraph.initializer)
+    upsamples = upsample_inputs(bodies) if source < 11 else set()
+    for body in bodies:
+        _mark_opaque(body, opaque, where if in_function else None, (source, target))
+        known.update(t.name for t in body.graph.initializer)
     before.ir_version = upgrade.ir_version
     del before.opset_import[:]
     for domain, version in upgrade.opset_imports.items():
@@ -290,11 +291,22 @@ def convert_graph(
         ops = stand_in_ops(nodes_before, stand_ins)
         names = {HIDDEN_DOMAIN: "ai.onnx"}
         raise UpgradeError(restore_names(str(error), ops, names)) from None
-    upsamples = upsample_inputs(graphs) if source < 11 else set()
-    for converted in iter_proto_graphs(after.graph):
-        _new_initializers_to_constants(converted, known)
-        keep_resize_10_coordinates(converted, source, where, upsamples)
+    _finish_graph(after.graph, known, (source, where), upsamples)
     return GraphConversion(before, after, opaque, stand_ins)
+
+
+def _finish_graph(
+    graph: onnx.GraphProto,
+    known: set[str],
+    source_where: tuple[int, str],
+    upsamples: set[tuple[str, str]],
+) -> None:
+    """The legacy fixes on a converted graph and its subgraphs, each read once."""
+    _new_initializers_to_constants(graph, known)
+    body = BodyColumns.of(graph)
+    keep_resize_10_coordinates(body, *source_where, upsamples)
+    for subgraph in body.subgraphs():
+        _finish_graph(subgraph, known, source_where, upsamples)
 
 
 def _convert(before: onnx.ModelProto, source: int, target: int, where: str) -> onnx.ModelProto:

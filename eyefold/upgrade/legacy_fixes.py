@@ -27,6 +27,7 @@ from collections.abc import Iterable
 import onnx
 
 from eyefold.core.domains import DEFAULT_DOMAINS
+from eyefold.core.proto_subgraphs import BodyColumns
 from eyefold.errors import UpgradeError
 from eyefold.upgrade.proto_graphs import iter_proto_graphs
 
@@ -245,18 +246,16 @@ def refuse_lossy_adapters(graph: onnx.GraphProto, source: int, where: str) -> No
                 )  # fmt: skip
 
 
-def upsample_inputs(graphs: Iterable[onnx.GraphProto]) -> set[tuple[str, str]]:
-    """(data, scales) input names of every Upsample in ``graphs`` (a body and its subgraphs).
+def upsample_inputs(bodies: Iterable[BodyColumns]) -> set[tuple[str, str]]:
+    """(data, scales) input names of every Upsample in ``bodies`` (a body and its subgraphs).
 
     Upsample only enlarges (scales >= 1).
     """
     return {
         (node.input[0], node.input[1])
-        for subgraph in graphs
-        for node in subgraph.node
-        if node.op_type == "Upsample"
-        and node.domain in DEFAULT_DOMAINS
-        and len(node.input) > 1
+        for body in bodies
+        for node in body.with_op("Upsample")
+        if node.domain in DEFAULT_DOMAINS and len(node.input) > 1
     }
 
 
@@ -273,7 +272,7 @@ def _constant_scales(graph: onnx.GraphProto, name: str) -> list[float] | None:
 
 
 def keep_resize_10_coordinates(
-    graph: onnx.GraphProto, source: int, where: str, upsamples: set[tuple[str, str]]
+    body: BodyColumns, source: int, where: str, upsamples: set[tuple[str, str]]
 ) -> None:
     """Keeps the coordinate mapping of Resize-10 and Upsample in the Resize-11+ they become.
 
@@ -284,7 +283,8 @@ def keep_resize_10_coordinates(
     """
     if source >= 11:
         return
-    for node in [n for n in graph.node if n.op_type == "Resize"]:
+    graph = body.graph
+    for node in body.with_op("Resize"):
         if any(a.name == "coordinate_transformation_mode" for a in node.attribute):
             continue
         mode = next((a.s.decode() for a in node.attribute if a.name == "mode"), "nearest")

@@ -26,6 +26,7 @@ import onnx
 from eyefold.core.domains import DEFAULT_DOMAINS, default_opset, function_label
 from eyefold.core.eyelike_types import EYELIKE_MIN_OPSET
 from eyefold.core.gc_pause import cyclic_gc_paused
+from eyefold.core.proto_subgraphs import BodyColumns
 from eyefold.core.weightless import is_large, proto_large_constant, proto_nbytes, typed_input
 from eyefold.errors import EyefoldError, WholeModelNeeded, WriteBackError, error_text
 from eyefold.upgrade.conversion import (
@@ -85,8 +86,12 @@ def _weightless(
     io: tuple[Iterable[onnx.ValueInfoProto], Iterable[onnx.ValueInfoProto]],
     value_info: Iterable[onnx.ValueInfoProto],
     initializers: Iterable[onnx.TensorProto] = (),
+    op_types: list[str] | None = None,
 ) -> _Weightless:
-    """A model of the body with its large tensors declared as typed graph inputs."""
+    """A model of the body with its large tensors declared as typed graph inputs.
+
+    ``op_types``: the nodes' op types, when the caller has read them already.
+    """
     model = onnx.ModelProto()
     graph = model.graph
     graph.name = name or "eyefold_upgrade"
@@ -100,8 +105,10 @@ def _weightless(
         elif tensor.name not in declared:
             graph.input.append(typed_input(tensor.name, tensor))
     hidden = []
-    for position, node in enumerate(nodes):
-        tensor = proto_large_constant(node) if node.op_type == "Constant" else None
+    op_types = [node.op_type for node in nodes] if op_types is None else op_types
+    for position in [i for i, op in enumerate(op_types) if op == "Constant"]:
+        node = nodes[position]
+        tensor = proto_large_constant(node)
         if tensor is not None:
             hidden.append(position)
             graph.input.append(typed_input(node.output[0], tensor))
@@ -213,8 +220,12 @@ def _merge(originals: MutableSequence[onnx.NodeProto], converted: _Converted) ->
     )
 
 
-def upgrade_proto(model: onnx.ModelProto, target: int) -> ConverterTypes | None:
+def upgrade_proto(
+    model: onnx.ModelProto, target: int, main: BodyColumns | None = None
+) -> ConverterTypes | None:
     """Upgrades ``model`` in place to ``target`` as ``UpgradeOpsetPass`` upgrades onnx-ir.
+
+    ``main``: the main graph's columns, when the caller has read them already.
 
     Returns:
         The types the converter inferred for the upgraded main graph, or None when the
@@ -228,10 +239,12 @@ def upgrade_proto(model: onnx.ModelProto, target: int) -> ConverterTypes | None:
     if source is None or source >= target:
         return None
     with cyclic_gc_paused():
-        return _upgrade(model, source, target)
+        return _upgrade(model, source, target, main)
 
 
-def _upgrade(model: onnx.ModelProto, source: int, target: int) -> ConverterTypes:
+def _upgrade(
+    model: onnx.ModelProto, source: int, target: int, main: BodyColumns | None
+) -> ConverterTypes:
     graph = model.graph
     if graph.sparse_initializer:
         raise WholeModelNeeded("the graph holds sparse initializers")
@@ -248,6 +261,7 @@ def _upgrade(model: onnx.ModelProto, source: int, target: int) -> ConverterTypes
             (graph.input, graph.output),
             graph.value_info,
             graph.initializer,
+            None if main is None else main.op_types,
         )
         imports = _imports(model.opset_import)
         upgrade = BodyUpgrade(imports, source, target, model.ir_version, "main graph")

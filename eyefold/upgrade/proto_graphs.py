@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import onnx
 
-from eyefold.core.proto_subgraphs import node_subgraphs, subgraph_holders
+from eyefold.core.proto_subgraphs import BodyColumns
 
 __all__ = ["iter_proto_graphs"]
 
@@ -14,10 +14,8 @@ __all__ = ["iter_proto_graphs"]
 def iter_proto_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
     """Yields ``graph`` and every subgraph in it, depth first.
 
-    Only the nodes that may hold subgraphs are looked into (``subgraph_holders``).
+    Only the nodes that may hold subgraphs are looked into (``BodyColumns.subgraphs``).
     """
     yield graph
-    nodes = list(graph.node)
-    for position in subgraph_holders(nodes):
-        for subgraph in node_subgraphs(nodes[position]):
-            yield from iter_proto_graphs(subgraph)
+    for subgraph in BodyColumns.of(graph).subgraphs():
+        yield from iter_proto_graphs(subgraph)
