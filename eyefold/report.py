@@ -189,7 +189,8 @@ def _add_declines(
     if not declines:
         return
     present = [origin_of(facts.node) for facts in reported]
-    gone = [n for n in range(len(found)) if n not in present]
+    kept = set(present)
+    gone = [n for n in range(len(found)) if n not in kept]
     for outcome, number in zip(report.nodes, [*present, *gone], strict=True):
         reasons = declines.get(number) if number is not None else None
         if reasons:

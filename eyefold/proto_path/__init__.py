@@ -334,6 +334,7 @@ def optimize_proto(
             if main is not None and "main" in _sort(model, record, main):
                 main = None  # onnx's converter and checker need the order; now changed
             upgrade = _upgrade(model, options, main)
+            main = None  # stale after the upgrade: the collector need not walk them
             converted = None
             if upgrade is not None:
                 step, converted = upgrade

@@ -99,11 +99,13 @@ def _weightless(
     graph.output.extend(io[1])
     graph.value_info.extend(value_info)
     declared = {value.name for value in graph.input}
+    small = []
     for tensor in initializers:
         if not is_large(proto_nbytes(tensor)):
-            graph.initializer.append(tensor)
+            small.append(tensor)
         elif tensor.name not in declared:
             graph.input.append(typed_input(tensor.name, tensor))
+    graph.initializer.extend(small)
     hidden = []
     op_types = [node.op_type for node in nodes] if op_types is None else op_types
     for position in [i for i, op in enumerate(op_types) if op == "Constant"]:
