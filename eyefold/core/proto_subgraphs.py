@@ -9,6 +9,7 @@ a fifth of walking its attributes, so walks over large bodies look into these no
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterator, Sequence
 
 import onnx
@@ -78,6 +79,11 @@ class BodyColumns:
         """The columns of ``graph``'s nodes, as they are now."""
         nodes = list(graph.node)
         return cls(graph, nodes, [n.op_type for n in nodes], [n.domain for n in nodes])
+
+    @functools.cached_property
+    def outputs(self) -> list[list[str]]:
+        """Each node's output names (read when first asked for)."""
+        return [node.output[:] for node in self.nodes]
 
     def holders(self) -> list[int]:
         """Positions of the nodes that may hold subgraphs, in order."""

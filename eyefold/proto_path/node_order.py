@@ -48,8 +48,10 @@ def _reads(nodes: list[onnx.NodeProto], holders: list[int] | None = None) -> lis
     return reads
 
 
-def _producers(nodes: list[onnx.NodeProto]) -> dict[str, int]:
-    outputs = [node.output[:] for node in nodes]
+def _producers(
+    nodes: list[onnx.NodeProto], outputs: list[list[str]] | None = None
+) -> dict[str, int]:
+    outputs = [node.output[:] for node in nodes] if outputs is None else outputs
     return {name: i for i, names in enumerate(outputs) for name in names if name}
 
 
@@ -61,10 +63,10 @@ def graph_is_sorted(
     ``columns``: the body's, when the caller has read them already.
     """
     if columns is None:
-        nodes, holders = list(body.node), None
+        nodes, holders, outputs = list(body.node), None, None
     else:
-        nodes, holders = columns.nodes, columns.holders()
-    producer = _producers(nodes).get
+        nodes, holders, outputs = columns.nodes, columns.holders(), columns.outputs
+    producer = _producers(nodes, outputs).get
     return all(
         producer(name, -1) < position
         for position, names in enumerate(_reads(nodes, holders))

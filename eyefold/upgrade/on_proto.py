@@ -211,14 +211,25 @@ def _check(
     return checker_problem(proto, stand_ins)
 
 
-def _merge(originals: MutableSequence[onnx.NodeProto], converted: _Converted) -> MergedBody:
+def _merge(
+    originals: MutableSequence[onnx.NodeProto],
+    converted: _Converted,
+    columns: BodyColumns | None = None,
+) -> MergedBody:
+    """The write-back of one body; ``columns``: the originals', when read already."""
     conversion = converted.conversion
+    hidden = converted.weightless.hidden
+    old_outputs = None
+    if columns is not None:  # the converter's copy has the originals' outputs
+        skip = set(hidden)
+        old_outputs = [o for i, o in enumerate(columns.outputs) if i not in skip]
     return merge_body(
-        list(originals),
-        converted.weightless.hidden,
+        columns.nodes if columns is not None else list(originals),
+        hidden,
         conversion.before.graph,
         conversion.after.graph,
         conversion.opaque,
+        old_outputs,
     )
 
 
@@ -245,7 +256,7 @@ def upgrade_proto(
 
 
 def _upgrade(
-    model: onnx.ModelProto, source: int, target: int, main: BodyColumns | None
+    model: onnx.ModelProto, source: int, target: int, columns: BodyColumns | None
 ) -> ConverterTypes:
     graph = model.graph
     if graph.sparse_initializer:
@@ -263,7 +274,7 @@ def _upgrade(
             (graph.input, graph.output),
             graph.value_info,
             graph.initializer,
-            None if main is None else main.op_types,
+            None if columns is None else columns.op_types,
         )
         imports = _imports(model.opset_import)
         upgrade = BodyUpgrade(imports, source, target, model.ir_version, "main graph")
@@ -274,7 +285,7 @@ def _upgrade(
         problem = _check(model, main, functions, target, ir_version)
         if problem is not None:
             raise WholeModelNeeded(f"the converted model fails onnx's checker{problem}")
-        main.merged = _merge(graph.node, main)
+        main.merged = _merge(graph.node, main, columns)
         for function, converted in functions:
             if converted is not None:
                 converted.merged = _merge(function.node, converted)

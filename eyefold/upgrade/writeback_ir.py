@@ -179,16 +179,22 @@ NodeMatch: TypeAlias = tuple[
 ]
 
 
-def match_nodes(before: onnx.GraphProto, after: onnx.GraphProto) -> list[NodeMatch]:
+def match_nodes(
+    before: onnx.GraphProto,
+    after: onnx.GraphProto,
+    old_outputs: list[list[str]] | None = None,
+) -> list[NodeMatch]:
     """Each converted node of ``after`` with the node of ``before`` it stands for.
 
     A converted node stands for the original with the same op, domain, overload and
     outputs (at most one each); "changed" compares the messages (field presence, unknown
     fields and the bits of floats count: equal means the same serialized bytes). Each
-    node's outputs are read once, by slicing, and handed on with the match.
+    node's outputs are read once, by slicing, and handed on with the match;
+    ``old_outputs``: those of ``before``'s nodes, when the caller has read them already.
     """
     old_nodes = list(before.node)
-    old_outputs = [node.output[:] for node in old_nodes]
+    if old_outputs is None:
+        old_outputs = [node.output[:] for node in old_nodes]
     # The first node defining a name wins, as a dict filled in reverse keeps it.
     position_of = {
         outputs[0]: position

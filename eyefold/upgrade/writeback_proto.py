@@ -198,6 +198,7 @@ def merge_body(
     before: onnx.GraphProto,
     after: onnx.GraphProto,
     opaque: _Opaque,
+    old_outputs: list[list[str]] | None = None,
 ) -> MergedBody:
     """The body's nodes once ``after`` is written back; ``originals`` are not changed.
 
@@ -209,6 +210,7 @@ def merge_body(
         after: the converter's result; the nodes it added are named in place and become
             the body's (nothing else reads them afterwards).
         opaque: the conversion's opaque nodes.
+        old_outputs: the output names of ``before``'s nodes, when read already.
 
     Raises:
         MergeError: the onnx-ir write-back would reorder or reject the result.
@@ -224,7 +226,7 @@ def merge_body(
     added: list[onnx.NodeProto] = []
     defined: set[str] = set()
     last, rebuilt = -1, 0
-    for proto, position, old, changed, outputs in match_nodes(before, after):
+    for proto, position, old, changed, outputs in match_nodes(before, after, old_outputs):
         if position is None or old is None:
             if opaque and tuple(outputs) in opaque:
                 raise MergeError(f"the converter replaced the opaque {proto.op_type} node")
