@@ -327,14 +327,11 @@ def optimize_proto(
             raise WholeModelNeeded("input shapes are pinned on the whole model")
         with cyclic_gc_paused():  # walks of every node, and a neighbourhood's objects
             # An upgrade changes every node: the counts before it, the order check and
-            # the upgrade share one read of the main graph's op columns.
+            # the upgrade share one read of the main graph's columns.
             main = BodyColumns.of(model.graph) if upgrading else None
-            if with_stats and main is not None:
-                given = proto_stats(model, main)
-            if main is not None and "main" in _sort(model, record, main):
-                main = None  # onnx's converter and checker need the order; now changed
-            upgrade = _upgrade(model, options, main)
-            main = None  # stale after the upgrade: the collector need not walk them
+            given = proto_stats(model, main) if with_stats and main is not None else None
+            upgrade = _sort_and_upgrade(model, options, record, main)
+            del main  # stale now: the collector need not walk it when it resumes
             converted = None
             if upgrade is not None:
                 step, converted = upgrade
@@ -352,6 +349,21 @@ def optimize_proto(
         gc.collect()  # the neighbourhood's tensors go before the whole model is read
     run = _whole_model(model, options, record, source_path, reason, with_stats)
     return _with_given_stats(run, given)
+
+
+def _sort_and_upgrade(
+    model: onnx.ModelProto,
+    options: PipelineOptions,
+    record: RunRecord,
+    main: BodyColumns | None,
+) -> tuple[StepEntry, ConverterTypes | None] | None:
+    """The proto upgrade, after the order check onnx's converter and checker need.
+
+    ``main``: the main graph's columns when the run upgrades (else None: nothing to do).
+    """
+    if main is not None and "main" in _sort(model, record, main):
+        main = None  # read before the sort
+    return _upgrade(model, options, main)
 
 
 def _with_given_stats(run: ProtoRun, given: ModelStats | None) -> ProtoRun:
