@@ -45,7 +45,7 @@ class MergeError(WriteBackError):
     """The converted body cannot be written back as the onnx-ir write-back would."""
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class NodePatch:
     """What the write-back changes in one original node; None leaves that field as it is.
 
@@ -63,11 +63,11 @@ class NodePatch:
     def apply(self, node: onnx.NodeProto) -> None:
         """Makes ``node`` (the original this patch was made for) what the converter made."""
         if self.inputs is not None:
-            del node.input[:]
-            node.input.extend(self.inputs)
+            node.input[:] = self.inputs
         if self.attributes is not None:
             del node.attribute[:]
-            node.attribute.extend(self.attributes)
+            if self.attributes:
+                node.attribute.extend(self.attributes)
 
 
 @dataclasses.dataclass
