@@ -16,6 +16,7 @@ __all__ = [
     "EyefoldError",
     "InvalidModelError",
     "ModelIOError",
+    "PathClashError",
     "SizeLimitError",
     "UnknownRuleError",
     "UnsupportedDtypeError",
@@ -62,6 +63,13 @@ class SizeLimitError(EyefoldError):
 
 class ModelIOError(EyefoldError):
     """A model file cannot be read or written."""
+
+
+class PathClashError(EyefoldError):
+    """Two paths of a run name one file: a usage error (exit 2), found before any work.
+
+    A write there would destroy what the run reads or writes elsewhere.
+    """
 
 
 class UpgradeError(EyefoldError):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from eyefold.errors import EyefoldError, one_line
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
     import onnx
     import onnx_ir as ir
 
+    from eyefold.core.model_stats import ModelStats
     from eyefold.model_files import SavedModel
     from eyefold.model_files.deferred_tensors import DeferredTensors
     from eyefold.options import PipelineOptions
@@ -48,13 +51,15 @@ def optimize_file(
     check: bool = False,
     check_inputs: str | None = None,
     external_data: bool = False,
+    report_path: str | None = None,
 ) -> Report:
     """Optimizes one model file into ``output_path`` (which may be ``input_path``).
 
-    Nothing is written unless every step succeeded; the output is written under a
-    temporary name and renamed into place. The file is parsed by protobuf and only the
-    EyeLike neighbourhood goes through onnx-ir (:mod:`eyefold.proto_path`), unless the
-    whole model has to.
+    Nothing is written unless every step succeeded; the output (and the report) is
+    written under a temporary name and renamed into place. Before any work, the paths
+    are checked against each other (:mod:`eyefold.model_files.path_rules`). The file is
+    parsed by protobuf and only the EyeLike neighbourhood goes through onnx-ir
+    (:mod:`eyefold.proto_path`), unless the whole model has to.
 
     Args:
         input_path: the model to read.
@@ -66,17 +71,26 @@ def optimize_file(
         check_inputs: the ``.npz`` of those inputs, one array per graph input name
             (``--check-inputs``); None: random inputs.
         external_data: write large tensors to ``<output>.data``.
+        report_path: also write the JSON report here (``--report``). It is written to
+            a temporary file once the model's files are, before OUTPUT is renamed into
+            place, and renamed last: a report that cannot be written leaves OUTPUT as it
+            was. Its save step is timed up to that point.
 
     Returns:
         The report, with the load, check and save steps and the before/after stats.
 
     Raises:
+        PathClashError: OUTPUT, its data file or the report would replace a file the
+            run reads, or one another (a usage error).
         EyefoldError: the model, the options or the files are the problem.
     """
     from eyefold.model_files import check_output_path, files_bytes
 
     check_output_path(output_path)
+    if report_path is not None:
+        check_output_path(report_path)
     model = _load(input_path, record)
+    _check_paths(model, input_path, output_path, report_path, external_data)
     run = _run_pipeline(model, input_path, options, record, with_stats=True)
     assert run.before is not None and run.after is not None  # asked for: with_stats
     record.before = dataclasses.replace(
@@ -87,13 +101,87 @@ def optimize_file(
     if check:
         _check(input_path, result, output_path, record, check_inputs)
     with record.step("save", f"saving {output_path}"):
+        staged = _StagedReport(report_path, record, run.after)
         record.output = _save(
-            result, input_path, output_path, record, asked=external_data, with_data=with_data
+            result,
+            input_path,
+            output_path,
+            record,
+            asked=external_data,
+            with_data=with_data,
+            before_switch=staged.stage if report_path is not None else None,
         )
     record.after = dataclasses.replace(run.after, bytes=record.output.bytes)
     from eyefold.report import build_report
 
-    return build_report(record)
+    report = build_report(record)
+    staged.put_in_place()
+    return report
+
+
+def _check_paths(
+    model: onnx.ModelProto,
+    input_path: str,
+    output_path: str,
+    report_path: str | None,
+    external_data: bool,
+) -> None:
+    """Refuses a path a write would destroy (:mod:`eyefold.model_files.path_rules`).
+
+    That is OUTPUT, its data file or the report, where it is a file the run reads or
+    another one it writes.
+    """
+    from eyefold.errors import PathClashError
+    from eyefold.model_files.path_rules import ModelFiles, model_clash, report_clash
+    from eyefold.model_files.tensors import proto_data_files
+
+    folder = os.path.dirname(os.path.abspath(input_path))
+    source = ModelFiles(input_path, tuple(proto_data_files(model, folder)))
+    writes_data = external_data or bool(source.data_files)
+    reason = model_clash(output_path, source, writes_data=writes_data)
+    if reason is None and report_path is not None:
+        reason = report_clash(report_path, [output_path], [source])
+    if reason is not None:
+        raise PathClashError(reason)
+
+
+class _StagedReport:
+    """The ``--report`` file: staged just before OUTPUT's rename, renamed after it.
+
+    Made when the save step starts, which the report then times up to its own write.
+    """
+
+    def __init__(self, path: str | None, record: RunRecord, after: ModelStats) -> None:
+        self.path = path
+        self.record = record
+        self.after = after
+        self.start = time.perf_counter()
+        self.temp_path: str | None = None
+
+    def stage(self, saved: SavedModel) -> None:
+        """Writes the report as it will be once ``saved`` is in place."""
+        import json
+
+        from eyefold.model_files import stage_text
+        from eyefold.report import build_report
+        from eyefold.run_record import StepEntry
+
+        assert self.path is not None
+        record = self.record
+        record.output = saved
+        record.after = dataclasses.replace(self.after, bytes=saved.bytes)
+        record.steps.append(StepEntry("save", time.perf_counter() - self.start, Stage.WRITE))
+        try:
+            text = json.dumps(build_report(record).to_dict(), indent=2) + "\n"
+        finally:
+            record.steps.pop()
+        self.temp_path = stage_text(self.path, text)
+
+    def put_in_place(self) -> None:
+        from eyefold.model_files import put_in_place
+
+        if self.path is not None and self.temp_path is not None:
+            put_in_place(self.temp_path, self.path)
 
 
 def _check(
@@ -191,6 +279,7 @@ def _save(
     *,
     asked: bool,
     with_data: bool,
+    before_switch: Callable[[SavedModel], None] | None,
 ) -> SavedModel:
     """Saves the proto, or the onnx-ir model.
 
@@ -208,4 +297,5 @@ def _save(
         external_data=data,
         source_path=input_path,
         progress=record.progress,
+        before_switch=before_switch,
     )

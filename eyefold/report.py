@@ -222,7 +222,15 @@ def _add_file_facts(report: Report, record: RunRecord) -> None:
             "path": record.output.path,
             "data_path": record.output.data_path,
             "external_tensors": record.output.external_tensors,
+            "kept_data_files": [
+                {"path": kept.path, "reason": kept.reason}
+                for kept in record.output.kept_data_files
+            ],
         }
+        report.warnings.extend(
+            f"kept the old data file {kept.path}: {kept.reason}"
+            for kept in record.output.kept_data_files
+        )
 
 
 def _removed(

@@ -274,12 +274,9 @@ def _input_shape(text: str) -> InputShape:
 
 def _run(args: argparse.Namespace, options: PipelineOptions, record: RunRecord) -> Report:
     from eyefold.file_run import inspect_file, optimize_file
-    from eyefold.model_files import check_output_path
 
     if args.command == "inspect":
         return inspect_file(args.input, options, record)
-    if args.report:
-        check_output_path(args.report)
     return optimize_file(
         args.input,
         args.output,
@@ -288,6 +285,7 @@ def _run(args: argparse.Namespace, options: PipelineOptions, record: RunRecord) 
         check=args.check,
         check_inputs=args.check_inputs,
         external_data=args.external_data,
+        report_path=args.report,
     )
 
 
@@ -300,26 +298,19 @@ def _warn_unused_options(args: argparse.Namespace) -> None:
         )
 
 
-def _write_report(report: Report, path: str) -> None:
-    from eyefold.model_files import write_text
-
-    write_text(path, json.dumps(report.to_dict(), indent=2) + "\n")
-
-
 def _single(
     args: argparse.Namespace, options: PipelineOptions, argv: Sequence[str] | None
 ) -> int:
     """One model: ``optimize INPUT OUTPUT`` or ``inspect INPUT``; returns the exit status."""
     from eyefold.cli.summary import render_inspect, render_optimize, use_color
     from eyefold.core.input_shapes import InputShapeError
+    from eyefold.errors import PathClashError
     from eyefold.run_record import RunRecord
 
     record = RunRecord()
     try:
-        report = _run(args, options, record)
-        if args.command == "optimize" and args.report:
-            _write_report(report, args.report)
-    except InputShapeError as error:  # the options do not fit the model: a usage error
+        report = _run(args, options, record)  # --report is written with OUTPUT
+    except (InputShapeError, PathClashError) as error:  # the options do not fit: usage
         print(f"eyefold: error: {error}", file=sys.stderr)
         return 2
     except Exception as error:  # EyefoldError, or a bug / an input nobody anticipated

@@ -28,7 +28,12 @@ Modules:
 
 from __future__ import annotations
 
-from eyefold.model_files.atomic_write import check_output_path, write_text
+from eyefold.model_files.atomic_write import (
+    check_output_path,
+    put_in_place,
+    stage_text,
+    write_text,
+)
 from eyefold.model_files.data_file import EXTERNAL_DATA_THRESHOLD_BYTES, external_data_name
 from eyefold.model_files.load import load_model, model_from_proto, read_model_proto
 from eyefold.model_files.save import (
@@ -51,8 +56,10 @@ __all__ = [
     "files_bytes",
     "load_model",
     "model_from_proto",
+    "put_in_place",
     "read_model_proto",
     "save_model",
+    "stage_text",
     "tensor_bytes",
     "write_text",
 ]

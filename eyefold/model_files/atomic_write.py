@@ -27,7 +27,9 @@ __all__ = [
     "discard",
     "finish_file",
     "open_temporary",
+    "put_in_place",
     "remove_stale_temporaries",
+    "stage_text",
     "sync_folder",
     "write_text",
 ]
@@ -126,6 +128,19 @@ def write_text(path: str | os.PathLike[str], text: str) -> None:
     Raises:
         ModelIOError: the write fails.
     """
+    temp_path = stage_text(path, text)
+    put_in_place(temp_path, path)
+
+
+def stage_text(path: str | os.PathLike[str], text: str) -> str:
+    """Writes ``text`` to a temporary file beside ``path``, flushed; returns its path.
+
+    Everything that can fail for want of space or rights happens here, so that
+    :func:`put_in_place` is a rename only.
+
+    Raises:
+        ModelIOError: the write fails (no temporary file is left).
+    """
     target = check_output_path(path)
     try:
         temp_path, fd = open_temporary(target)
@@ -135,6 +150,23 @@ def write_text(path: str | os.PathLike[str], text: str) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             finish_file(handle, temp_path, target)
+    except OSError as error:
+        discard(temp_path)
+        raise ModelIOError(f"cannot write {target}: {error}") from None
+    except BaseException:
+        discard(temp_path)
+        raise
+    return temp_path
+
+
+def put_in_place(temp_path: str, path: str | os.PathLike[str]) -> None:
+    """Renames a file :func:`stage_text` wrote onto ``path``.
+
+    Raises:
+        ModelIOError: the rename fails (the temporary file is removed).
+    """
+    target = os.path.abspath(os.fspath(path))
+    try:
         os.replace(temp_path, target)
     except OSError as error:
         raise ModelIOError(f"cannot write {target}: {error}") from None

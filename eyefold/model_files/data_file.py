@@ -19,9 +19,17 @@ naming rule, where ``<name>`` is OUTPUT's file name:
   a file is never written nor removed.
 * Otherwise the existing ``<name>.data`` belongs to someone else: the save is refused.
 
+A save claims its name when it plans it, by creating the file empty with ``O_EXCL``, and
+renames its data onto that file only. Two saves racing to one OUTPUT therefore never write
+the same data file: the second takes the next free name, and whichever renames its model
+last leaves OUTPUT reading its own data.
+
 Once the new OUTPUT is in place, the files of these names that the old OUTPUT read from are
 stale and removed (unless the model being saved was loaded from another file that reads
-them). Data files of other names are left alone: other models may share them.
+them), but only when no other model in OUTPUT's folder reads them (:func:`split_stale`):
+a file another ``*.onnx`` there names, or one that cannot be ruled out (a model that cannot
+be read, or too many to read), is kept and reported. Data files of other names are left
+alone: other models may share them.
 """
 
 from __future__ import annotations
@@ -33,12 +41,13 @@ from collections.abc import Callable
 
 import onnx_ir as ir
 
-from eyefold.errors import ModelIOError
+from eyefold.errors import ModelIOError, error_text
 from eyefold.model_files.atomic_write import discard, finish_file, open_temporary
 from eyefold.model_files.sparse_write import write_tensor
 from eyefold.model_files.tensors import (
     external_data_files,
     iter_initializers,
+    read_data_locations,
     referenced_files,
     same_file,
 )
@@ -46,10 +55,13 @@ from eyefold.model_files.tensors import (
 __all__ = [
     "EXTERNAL_DATA_THRESHOLD_BYTES",
     "DataFiles",
+    "KeptFile",
     "Progress",
+    "data_name_pattern",
     "external_data_name",
     "plan_data_files",
     "restore_tensors",
+    "split_stale",
     "write_data_file",
 ]
 
@@ -62,6 +74,10 @@ _ALIGNMENT_BYTES = 1 << 16
 _ALIGN_ABOVE_BYTES = 1 << 20
 # How many numbered names to try before giving up (each one an existing file).
 _MAX_NUMBERED_NAMES = 1000
+# Models in OUTPUT's folder read for the data files they name before an old one is
+# removed; beyond this many the old data files are kept (each read is a small parse, or a
+# scan of a model with inline weights for the bytes that name a data file).
+_MAX_MODELS_SCANNED = 1000
 
 Progress = Callable[[str], None]
 
@@ -69,6 +85,11 @@ Progress = Callable[[str], None]
 def external_data_name(path: str | os.PathLike[str]) -> str:
     """The data file name eyefold uses for OUTPUT: ``<OUTPUT file name>.data``."""
     return os.path.basename(os.fspath(path)) + ".data"
+
+
+def data_name_pattern(output: str | os.PathLike[str]) -> re.Pattern[str]:
+    """The file names a save to ``output`` may give its data file (``<name>.data[.N]``)."""
+    return re.compile(re.escape(external_data_name(output)) + r"(\.[1-9][0-9]*)?")
 
 
 def _aligned(offset: int, nbytes: int) -> int:
@@ -109,7 +130,8 @@ class DataFiles:
     """The data files of one save.
 
     Attributes:
-        path: the data file to write, or None for a single-file save.
+        path: the data file to write, or None for a single-file save. The name is claimed:
+            an empty file until the data is renamed onto it, removed if the save fails.
         stale: data files of the old OUTPUT to remove once the new one is in place.
     """
 
@@ -123,7 +145,7 @@ def _files_in_use(output: str, own_files: list[str]) -> list[str]:
     OUTPUT is parsed only when a file of such a name exists beside it.
     """
     folder = os.path.dirname(output)
-    pattern = re.compile(re.escape(external_data_name(output)) + r"(\.[1-9][0-9]*)?")
+    pattern = data_name_pattern(output)
     with os.scandir(folder) as entries:
         existing = [os.path.join(folder, e.name) for e in entries if pattern.fullmatch(e.name)]
     if not existing:
@@ -153,20 +175,32 @@ def _refuse_usual_name(output: str, usual: str, source: str | None, read: bool) 
     )
 
 
-def _free_path(output: str) -> str:
-    """The first of ``<name>.data``, ``<name>.data.1``, ... beside ``output`` not taken."""
+def _claim_free_path(output: str) -> str:
+    """Claims the first free name of ``<name>.data``, ``<name>.data.1``, ... beside ``output``.
+
+    The file is created empty with ``O_EXCL``: of two saves racing, one gets each name.
+    """
     usual = os.path.join(os.path.dirname(output), external_data_name(output))
     candidates = [usual] + [f"{usual}.{n}" for n in range(1, _MAX_NUMBERED_NAMES)]
     for path in candidates:
-        if not os.path.lexists(path):
-            return path
+        if os.path.lexists(path):
+            continue
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:
+            continue  # another save claimed it first
+        except OSError as error:
+            raise ModelIOError(
+                f"cannot write {output}: cannot create {path}: {error_text(error)}"
+            ) from None
+        return path
     raise ModelIOError(f"cannot write {output}: {usual}.1 to .{_MAX_NUMBERED_NAMES} exist")
 
 
 def plan_data_files(
     model: ir.Model | None, output: str, external: bool, source: str | None
 ) -> DataFiles:
-    """Chooses the data file to write (see the module doc) and the stale ones to remove.
+    """Claims the data file to write (see the module doc); lists the stale ones to remove.
 
     Args:
         model: the model to save (None: a proto saved as one file).
@@ -186,11 +220,58 @@ def plan_data_files(
     in_use = _files_in_use(output, model_files if own else [])
     if external and ((read and not own) or (os.path.lexists(usual) and not in_use)):
         _refuse_usual_name(output, usual, source, read)
-    data_path = _free_path(output) if external else None
+    data_path = _claim_free_path(output) if external else None
     # The input's own files stay, unless OUTPUT is the input: its old data goes with it.
     keep = [p for p in (*model_files, source or "") if p] if not own else []
     stale = [p for p in in_use if not any(same_file(p, k) for k in keep)]
     return DataFiles(data_path, stale)
+
+
+@dataclasses.dataclass(frozen=True)
+class KeptFile:
+    """An old data file a save did not remove, and why.
+
+    Attributes:
+        path: the data file.
+        reason: who reads it, or why eyefold cannot tell that nobody does.
+    """
+
+    path: str
+    reason: str
+
+
+def split_stale(
+    folder: str, stale: list[str], output: str
+) -> tuple[list[str], list[KeptFile]]:
+    """The old data files no model in ``folder`` reads (to remove), and the others (kept).
+
+    ``output``, whose old model read them and is being replaced, is not asked. Only the
+    data file names are read (:func:`read_data_locations`).
+    """
+    if not stale:
+        return [], []
+    try:
+        with os.scandir(folder) as entries:
+            models = sorted(e.path for e in entries if e.name.endswith(".onnx"))
+    except OSError as error:
+        return [], [KeptFile(p, f"cannot list {folder}: {error_text(error)}") for p in stale]
+    if len(models) > _MAX_MODELS_SCANNED:
+        why = f"{folder} holds over {_MAX_MODELS_SCANNED} models; not all were read"
+        return [], [KeptFile(path, why) for path in stale]
+    readers: dict[str, str] = {}  # stale path -> why it stays
+    for model in models:
+        if not os.path.isfile(model) or same_file(model, output):
+            continue
+        try:
+            files = read_data_locations(model)
+        except Exception as error:  # unreadable, or too large to parse: it may read them
+            why = f"cannot tell whether {model} reads it ({error_text(error)})"
+            return [], [KeptFile(path, readers.get(path, why)) for path in stale]
+        for path in stale:
+            if path not in readers and any(same_file(f, path) for f in files):
+                readers[path] = f"{model} reads it"
+    remove = [path for path in stale if path not in readers]
+    return remove, [KeptFile(path, readers[path]) for path in stale if path in readers]
 
 
 def write_data_file(

@@ -13,15 +13,21 @@ the naming rule), when
 The sequence, in which a crash at any point leaves OUTPUT either the whole old model
 reading its old data or the whole new one reading its new data:
 
-1. the data file and the model file are written under temporary names in OUTPUT's folder
-   and flushed to disk;
-2. the data file is renamed to a name that no file has (never over a data file the old
-   OUTPUT reads);
-3. the model file is renamed to OUTPUT, the only step that switches from old to new;
-4. the old OUTPUT's data files that the new one does not read are removed.
+1. the data file's name is claimed: a name no file has (never a data file the old OUTPUT
+   reads, nor one another save is writing), created empty;
+2. the data file and the model file are written under temporary names in OUTPUT's folder
+   and flushed to disk, and the data file is renamed onto its claimed name;
+3. the caller's last step runs, if any (the command line writes the report's temporary
+   file there, so a report that cannot be written leaves OUTPUT untouched);
+4. the model file is renamed to OUTPUT, the only step that switches from old to new;
+5. the old OUTPUT's data files that the new one does not read are removed, unless another
+   model in the folder reads them or may (then they are kept, and
+   :attr:`SavedModel.kept_data_files` says why).
+
+A failure before step 4 removes the temporary files and the claimed name.
 
 OUTPUT may be the input's own path, even when the input's tensors are still being read
-lazily from its data file: that file is removed only at step 4, and on POSIX a removed
+lazily from its data file: that file is removed only at step 5, and on POSIX a removed
 file lives on for as long as it is mapped. Any other model's data file is never touched.
 """
 
@@ -48,9 +54,11 @@ from eyefold.model_files.atomic_write import (
 from eyefold.model_files.data_file import (
     EXTERNAL_DATA_THRESHOLD_BYTES,
     DataFiles,
+    KeptFile,
     Progress,
     plan_data_files,
     restore_tensors,
+    split_stale,
     write_data_file,
 )
 from eyefold.model_files.deferred_tensors import DeferredTensors
@@ -74,6 +82,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+# What save_model's caller does last, before OUTPUT is renamed into place.
+BeforeSwitch = Callable[["SavedModel"], None]
+
 # protobuf cannot serialize a message of 2 GiB or more.
 PROTOBUF_LIMIT_BYTES = 1 << 31
 # Tensor bytes above which a model is saved with external data even when not asked: the
@@ -90,12 +101,15 @@ class SavedModel:
         data_path: its external data file, or None when saved as one file.
         bytes: size on disk of both files together.
         external_tensors: number of tensors written to the data file.
+        kept_data_files: data files of the old OUTPUT left in place because another model
+            reads them, or may.
     """
 
     path: str
     data_path: str | None
     bytes: int
     external_tensors: int
+    kept_data_files: tuple[KeptFile, ...] = ()
 
 
 def files_bytes(paths: list[str]) -> int:
@@ -201,6 +215,7 @@ def save_model(
     external_data: bool = False,
     source_path: str | os.PathLike[str] | None = None,
     progress: Progress | None = None,
+    before_switch: BeforeSwitch | None = None,
 ) -> SavedModel:
     """Saves atomically, with external data when asked or needed (see the module doc).
 
@@ -222,6 +237,8 @@ def save_model(
         source_path: the file the model was loaded from; its own data files may then be
             removed when ``path`` is that same file.
         progress: called with a short message after each tensor written.
+        before_switch: called with what is about to be saved once every file is written,
+            just before the rename that puts OUTPUT in place; if it raises, nothing is.
 
     Raises:
         ModelIOError: the folder is missing, a data file is unsafe or belongs to another
@@ -234,10 +251,12 @@ def save_model(
         if external_data or not model:
             model = model.fill()
         else:
-            return _save_proto(model.proto, output, False, source, progress, model.write)
+            return _save_proto(
+                model.proto, output, False, source, progress, before_switch, model.write
+            )
     if isinstance(model, onnx.ModelProto):
-        return _save_proto(model, output, external_data, source, progress)
-    return _save_ir(model, output, external_data, source, progress)
+        return _save_proto(model, output, external_data, source, progress, before_switch)
+    return _save_ir(model, output, external_data, source, progress, before_switch)
 
 
 def _save_ir(
@@ -246,6 +265,7 @@ def _save_ir(
     external_data: bool,
     source: str | None,
     progress: Progress | None,
+    before_switch: BeforeSwitch | None,
 ) -> SavedModel:
     plan = _plan(model, output, external_data, source)
     originals: list[tuple[ir.Value, ir.TensorProtocol]] = []
@@ -257,13 +277,20 @@ def _save_ir(
         originals.extend(written)
         return temp_data
 
+    def ready(size: int, kept: tuple[KeptFile, ...]) -> None:
+        if before_switch is not None:
+            before_switch(SavedModel(output, plan.path, size, len(originals), kept))
+
     superseded: list[str] = []  # the old data files, once the new OUTPUT is in place
+    kept: tuple[KeptFile, ...] = ()
     try:
-        superseded = _commit(output, plan, write_data, lambda: _serialize_to(model, output)[0])
+        superseded, kept = _commit(
+            output, plan, write_data, lambda: _serialize_to(model, output)[0], ready
+        )
     finally:
         restore_tensors(originals, superseded)
         _undo_inlining(undo_attrs, superseded)
-    return _saved(output, plan, superseded, len(originals))
+    return _saved(output, plan, superseded, kept, len(originals))
 
 
 def _commit(
@@ -271,13 +298,18 @@ def _commit(
     plan: DataFiles,
     write_data: Callable[[str], str],
     write_model: Callable[[], str],
-) -> list[str]:
-    """Steps 1 to 3 of the module doc; returns the old data files now superseded.
+    ready: Callable[[int, tuple[KeptFile, ...]], None],
+) -> tuple[list[str], tuple[KeptFile, ...]]:
+    """Steps 2 to 4 of the module doc; returns the old data files to remove and those kept.
 
-    ``write_data(final path)`` (called when the plan has a data file) and
-    ``write_model()`` write under temporary names and return them.
+    The plan has claimed the data file's name (step 1). ``write_data(final path)``
+    (called when the plan has a data file) and ``write_model()`` write under temporary
+    names and return them; ``ready(bytes of both files, data files kept)`` runs just
+    before OUTPUT's rename, once the old data files are sorted into those to remove and
+    those another model reads (:func:`split_stale`, which skips OUTPUT itself).
     """
     temp_paths: list[str] = []
+    switched = False
     try:
         if plan.path is not None:
             temp_paths.append(write_data(plan.path))
@@ -285,17 +317,31 @@ def _commit(
         temp_paths.append(temp_model)
         if plan.path is not None:
             os.replace(temp_paths[0], plan.path)
+        remove, kept = split_stale(os.path.dirname(output), plan.stale, output)
+        for item in kept:
+            logger.warning("keeping the old data file %s: %s", item.path, item.reason)
+        size = files_bytes([temp_model] if plan.path is None else [temp_model, plan.path])
+        ready(size, tuple(kept))
         os.replace(temp_model, output)
+        switched = True
     except (OSError, ValueError) as error:  # ValueError: onnx-ir's data containment checks
         raise ModelIOError(f"cannot write {output}: {error}") from None
     finally:
         for temp_path in temp_paths:
             discard(temp_path)
-    return plan.stale
+        if not switched and plan.path is not None:
+            discard(plan.path)  # the claimed name: no model reads it
+    return remove, tuple(kept)
 
 
-def _saved(output: str, plan: DataFiles, superseded: list[str], tensors: int) -> SavedModel:
-    """Step 4 of the module doc, and what was written."""
+def _saved(
+    output: str,
+    plan: DataFiles,
+    superseded: list[str],
+    kept: tuple[KeptFile, ...],
+    tensors: int,
+) -> SavedModel:
+    """Step 5 of the module doc, and what was written."""
     _remove_stale(os.path.dirname(output), superseded)
     written = [output] if plan.path is None else [output, plan.path]
     return SavedModel(
@@ -303,6 +349,7 @@ def _saved(output: str, plan: DataFiles, superseded: list[str], tensors: int) ->
         data_path=plan.path,
         bytes=files_bytes(written),
         external_tensors=tensors,
+        kept_data_files=kept,
     )
 
 
@@ -312,6 +359,7 @@ def _save_proto(
     external_data: bool,
     source: str | None,
     progress: Progress | None,
+    before_switch: BeforeSwitch | None,
     write: Callable[[BinaryIO], object] | None = None,
 ) -> SavedModel:
     """Saves a proto; ``write(handle)``, when given, writes its serialization."""
@@ -342,8 +390,12 @@ def _save_proto(
             raise
         return temp_path
 
-    superseded = _commit(output, plan, write_data, write_proto)
-    return _saved(output, plan, superseded, len(moved))
+    def ready(size: int, kept: tuple[KeptFile, ...]) -> None:
+        if before_switch is not None:
+            before_switch(SavedModel(output, plan.path, size, len(moved), kept))
+
+    superseded, kept = _commit(output, plan, write_data, write_proto, ready)
+    return _saved(output, plan, superseded, kept, len(moved))
 
 
 def initializer_model(proto: onnx.ModelProto, source: str | None) -> ir.Model:

@@ -6,6 +6,7 @@ owns an existing data file) and ``--check`` (whether a model fits in memory as o
 
 from __future__ import annotations
 
+import mmap
 import os
 from collections.abc import Iterator
 
@@ -21,6 +22,8 @@ __all__ = [
     "iter_attribute_tensors",
     "iter_external_tensors",
     "iter_initializers",
+    "proto_data_files",
+    "read_data_locations",
     "referenced_files",
     "same_file",
     "tensor_bytes",
@@ -154,8 +157,11 @@ def external_data_files(model: ir.Model) -> list[str]:
 
 
 def same_file(first: str, second: str) -> bool:
-    """Whether two paths name one file (the same path, or links to one inode)."""
-    if os.path.abspath(first) == os.path.abspath(second):
+    """Whether two paths name one file (the same real path, or links to one inode).
+
+    The real path catches a file that does not exist yet, spelled through a linked folder.
+    """
+    if os.path.realpath(first) == os.path.realpath(second):
         return True
     try:
         return os.path.samefile(first, second)
@@ -174,22 +180,11 @@ def _proto_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
                 yield from _proto_tensors(sub)
 
 
-def referenced_files(model_path: str) -> list[str]:
-    """Absolute paths of the data files the model file at ``model_path`` keeps tensors in.
+def proto_data_files(proto: onnx.ModelProto, folder: str) -> list[str]:
+    """Absolute paths of the data files a model proto's tensors name (none is opened).
 
-    Only the model file is parsed (no data is loaded); a missing, unreadable or very large
-    file (a model with inline weights, which then owns no data file) answers [].
+    ``folder`` is the model file's folder, which locations are relative to.
     """
-    if (
-        not os.path.isfile(model_path)
-        or os.path.getsize(model_path) > _OWNER_PARSE_LIMIT_BYTES
-    ):
-        return []
-    try:
-        proto = onnx.load(model_path, load_external_data=False)
-    except Exception:  # any unreadable file is simply not the owner
-        return []
-    folder = os.path.dirname(os.path.abspath(model_path))
     tensors = [*_proto_tensors(proto.graph)]
     for function in proto.functions:
         for node in function.node:
@@ -200,3 +195,42 @@ def referenced_files(model_path: str) -> list[str]:
         if location is not None:
             files[os.path.abspath(os.path.join(folder, location))] = None
     return list(files)
+
+
+def read_data_locations(model_path: str) -> list[str]:
+    """Absolute paths of the data files the model file at ``model_path`` names.
+
+    Cheap: a file without the bytes ``location`` (every external tensor's key) names
+    none and is not parsed; one with them is parsed without its data. Only a model that
+    keeps its weights outside, and so is small, gets that far.
+
+    Raises:
+        OSError: the file cannot be read.
+        ValueError: it names data files but is too large to parse cheaply.
+        Exception: protobuf cannot parse it.
+    """
+    with open(model_path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size == 0:
+            return []
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
+            if view.find(b"location") < 0:
+                return []
+    if size > _OWNER_PARSE_LIMIT_BYTES:
+        raise ValueError(f"{size} bytes, too large to read its data file names")
+    proto = onnx.load(model_path, load_external_data=False)
+    return proto_data_files(proto, os.path.dirname(os.path.abspath(model_path)))
+
+
+def referenced_files(model_path: str) -> list[str]:
+    """Absolute paths of the data files the model file at ``model_path`` keeps tensors in.
+
+    Only the model file is parsed (no data is loaded); a missing, unreadable or very large
+    file (a model with inline weights, which then owns no data file) answers [].
+    """
+    if not os.path.isfile(model_path):
+        return []
+    try:
+        return read_data_locations(model_path)
+    except Exception:  # any unreadable file is simply not the owner
+        return []
