@@ -30,7 +30,7 @@ from eyefold.options import PipelineOptions
 if TYPE_CHECKING:
     from eyefold.report import Report
 
-__all__ = ["FileResult", "PlannedFile", "optimize_files", "plan_files"]
+__all__ = ["FileResult", "PlannedFile", "optimize_files", "plan_files", "refuse_path_clashes"]
 
 logger = logging.getLogger(__name__)
 
@@ -126,6 +126,37 @@ def plan_files(
             error = f"cannot write {output}: it is already the output of {owner}"
         planned.append(PlannedFile(str(path), str(output), error))
     return planned
+
+
+def refuse_path_clashes(
+    planned: list[PlannedFile], external_data: bool, report: str | None = None
+) -> list[PlannedFile]:
+    """The plan, each model whose output or data file would replace a file read failing.
+
+    Such a model (its output or data file is another input, or a data file an input
+    reads) is planned with that error and fails alone.
+
+    Raises:
+        PathClashError: ``report`` would replace an input, a data file an input reads, an
+            output or an output's data file (the batch cannot run).
+    """
+    from eyefold.errors import PathClashError
+    from eyefold.model_files.path_rules import ModelFiles, RunFiles
+
+    sources = [ModelFiles.read(p.input) for p in planned]
+    files = RunFiles(sources)
+    if report is not None:
+        reason = files.report_clash(report, [p.output for p in planned])
+        if reason is not None:
+            raise PathClashError(reason)
+    checked = []
+    for plan, source in zip(planned, sources, strict=True):
+        writes_data = external_data or bool(source.data_files)
+        if plan.error is None:
+            reason = files.model_clash(plan.output, source, writes_data=writes_data)
+            plan = dataclasses.replace(plan, error=reason)
+        checked.append(plan)
+    return checked
 
 
 @dataclasses.dataclass(frozen=True)
@@ -240,7 +271,7 @@ def optimize_files(
         and its one-line ``error``, and its output is not created or left untouched.
     """
     options = options or PipelineOptions()
-    planned = plan_files(inputs, output_dir)
+    planned = refuse_path_clashes(plan_files(inputs, output_dir), external_data)
     tasks = [_Task(p, options, check, external_data, verbose) for p in planned]
     if jobs > 1 and len(tasks) > 1:
         return _run_in_pool(tasks, min(jobs, len(tasks)), on_result)

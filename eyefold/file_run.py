@@ -132,15 +132,16 @@ def _check_paths(
     another one it writes.
     """
     from eyefold.errors import PathClashError
-    from eyefold.model_files.path_rules import ModelFiles, model_clash, report_clash
+    from eyefold.model_files.path_rules import ModelFiles, RunFiles
     from eyefold.model_files.tensors import proto_data_files
 
     folder = os.path.dirname(os.path.abspath(input_path))
     source = ModelFiles(input_path, tuple(proto_data_files(model, folder)))
+    files = RunFiles([source])
     writes_data = external_data or bool(source.data_files)
-    reason = model_clash(output_path, source, writes_data=writes_data)
+    reason = files.model_clash(output_path, source, writes_data=writes_data)
     if reason is None and report_path is not None:
-        reason = report_clash(report_path, [output_path], [source])
+        reason = files.report_clash(report_path, [output_path])
     if reason is not None:
         raise PathClashError(reason)
 

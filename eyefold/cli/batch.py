@@ -7,8 +7,9 @@ import json
 import sys
 import time
 
-from eyefold.batch import optimize_files
+from eyefold.batch import optimize_files, plan_files, refuse_path_clashes
 from eyefold.cli.batch_summary import BatchProgress, batch_report, render_batch
+from eyefold.errors import PathClashError
 from eyefold.file_run import error_line
 from eyefold.model_files import check_output_path, write_text
 from eyefold.options import PipelineOptions
@@ -21,12 +22,15 @@ def run_batch(args: argparse.Namespace, options: PipelineOptions) -> int:
 
     Failures are reported per model (one ``eyefold: error:`` line each, on stderr, as
     they happen) and never stop the other models. A report path or output folder that
-    cannot be written, or no model at all, stops the run before any work.
+    cannot be written, or no model at all, stops the run before any work; so does a
+    report that would replace an input, a data file one reads or an output (exit 2).
     """
     start = time.perf_counter()
     try:
         if args.report:
             check_output_path(args.report)
+            planned = plan_files(args.inputs, args.output_dir)
+            refuse_path_clashes(planned, args.external_data, args.report)
         progress = BatchProgress(sys.stderr)
         try:
             results = optimize_files(
@@ -52,6 +56,9 @@ def run_batch(args: argparse.Namespace, options: PipelineOptions) -> int:
         if args.report:
             document = batch_report(results, seconds, args.jobs)
             write_text(args.report, json.dumps(document, indent=2) + "\n")
+    except PathClashError as error:  # the report would replace a file: a usage error
+        print(f"eyefold: error: {error_line(error)}", file=sys.stderr)
+        return 2
     except Exception as error:  # the report path, or a bug: one line, as everywhere
         print(f"eyefold: error: {error_line(error)}", file=sys.stderr)
         return 1

@@ -11,20 +11,19 @@ batch's report, checked before any work so a slip of the keyboard costs nothing:
 * the report may not be an input, a data file an input reads, an OUTPUT, nor any name an
   OUTPUT's data file may take.
 
-Files are compared by identity, not spelling (:func:`.tensors.same_file`: the real path, or
-one inode for hard links).
+Files are compared by identity, not spelling: the real path, or one inode (hard links).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from eyefold.model_files.data_file import data_name_pattern, external_data_name
 from eyefold.model_files.tensors import referenced_files, same_file
 
-__all__ = ["ModelFiles", "model_clash", "report_clash"]
+__all__ = ["ModelFiles", "RunFiles"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,70 +46,85 @@ class ModelFiles:
         """
         return cls(input_path, tuple(referenced_files(os.path.abspath(input_path))))
 
-    def named(self) -> list[tuple[str, str]]:
-        """(what it is, with its path; the path) of every file the model reads."""
-        return [(f"the input {self.input}", self.input), *self.named_data()]
 
-    def named_data(self) -> list[tuple[str, str]]:
-        """(what it is, with its path; the path) of every data file the model reads."""
-        return [
-            (f"the data file {path} of the input {self.input}", path)
-            for path in self.data_files
-        ]
+@dataclasses.dataclass(frozen=True)
+class _Read:
+    role: str  # what the file is, with its path, for the messages
+    owner: ModelFiles
+    is_input: bool  # the model file itself, not one of its data files
 
 
-def _clash(what: str, read: Iterable[tuple[str, str]]) -> str | None:
-    """The message for the first of ``read`` that ``what`` (a role and its path) names."""
-    role, path = what
-    for other_role, other in read:
-        if same_file(path, other):
-            return f"{role} would replace {other_role}; choose another path"
-    return None
+def _keys(path: str) -> list[object]:
+    """What identifies the file ``path`` names: its real path, and its inode if it exists."""
+    keys: list[object] = [os.path.realpath(path)]
+    try:
+        status = os.stat(path)
+    except (OSError, ValueError):
+        return keys
+    return [*keys, (status.st_dev, status.st_ino)]
 
 
-def model_clash(
-    output: str,
-    source: ModelFiles,
-    others: Sequence[ModelFiles] = (),
-    *,
-    writes_data: bool,
-) -> str | None:
-    """Why writing ``source``'s result to ``output`` would destroy a file read, or None.
+class RunFiles:
+    """Every file a run reads (its inputs and their data files), found by identity.
 
-    Args:
-        output: OUTPUT.
-        source: the model written there.
-        others: the other inputs of the run (a batch's).
-        writes_data: whether OUTPUT is saved with a data file.
+    Each check is a few lookups, so a batch of many models checks in linear time.
     """
-    in_place = same_file(output, source.input)
-    own_data = source.named_data()
-    elsewhere = [item for other in others for item in other.named()]
-    reason = _clash((f"OUTPUT {output}", output), own_data + elsewhere)
-    if reason is None and writes_data:
-        data = os.path.join(
-            os.path.dirname(os.path.abspath(output)), external_data_name(output)
-        )
-        read = source.named()[:1] + elsewhere + ([] if in_place else own_data)
-        reason = _clash((f"the data file {data} of OUTPUT {output}", data), read)
-    return reason
 
+    def __init__(self, sources: Sequence[ModelFiles]) -> None:
+        self._reads: dict[object, list[_Read]] = {}
+        for source in sources:
+            self._add(_Read(f"the input {source.input}", source, True), source.input)
+            for path in source.data_files:
+                role = f"the data file {path} of the input {source.input}"
+                self._add(_Read(role, source, False), path)
 
-def report_clash(
-    report: str, outputs: Sequence[str], sources: Sequence[ModelFiles]
-) -> str | None:
-    """Why writing the report to ``report`` would destroy a file of the run, or None."""
-    read = [item for source in sources for item in source.named()]
-    written = [(f"OUTPUT {output}", output) for output in outputs]
-    reason = _clash((f"--report {report}", report), read + written)
-    if reason is not None:
-        return reason
-    folder, name = os.path.split(os.path.realpath(report))
-    for output in outputs:
-        output_folder = os.path.dirname(os.path.realpath(output))
-        if output_folder == folder and data_name_pattern(output).fullmatch(name):
-            return (
-                f"--report {report} would take the name of the data file of OUTPUT"
-                f" {output}; choose another path"
-            )
-    return None
+    def _add(self, read: _Read, path: str) -> None:
+        for key in _keys(path):
+            self._reads.setdefault(key, []).append(read)
+
+    def _find(self, path: str) -> list[_Read]:
+        found: dict[int, _Read] = {}
+        for key in _keys(path):
+            found.update((id(read), read) for read in self._reads.get(key, []))
+        return list(found.values())
+
+    def model_clash(self, output: str, source: ModelFiles, *, writes_data: bool) -> str | None:
+        """Why writing ``source``'s result to ``output`` would destroy a file read, or None.
+
+        Args:
+            output: OUTPUT.
+            source: the model written there (one of the run's).
+            writes_data: whether OUTPUT is saved with a data file.
+        """
+        reads = self._find(output)
+        in_place = any(read.owner is source and read.is_input for read in reads)
+        for read in reads:
+            if not (read.owner is source and read.is_input):
+                return f"OUTPUT {output} would replace {read.role}; choose another path"
+        if not writes_data:
+            return None
+        folder = os.path.dirname(os.path.abspath(output))
+        data = os.path.join(folder, external_data_name(output))
+        for read in self._find(data):
+            if not (in_place and read.owner is source and not read.is_input):
+                return (
+                    f"the data file {data} of OUTPUT {output} would replace {read.role};"
+                    " choose another path"
+                )
+        return None
+
+    def report_clash(self, report: str, outputs: Sequence[str]) -> str | None:
+        """Why writing the report to ``report`` would destroy a file of the run, or None."""
+        for read in self._find(report):
+            return f"--report {report} would replace {read.role}; choose another path"
+        folder, name = os.path.split(os.path.realpath(report))
+        for output in outputs:
+            if same_file(report, output):
+                return f"--report {report} would replace OUTPUT {output}; choose another path"
+            output_folder = os.path.dirname(os.path.realpath(output))
+            if output_folder == folder and data_name_pattern(output).fullmatch(name):
+                return (
+                    f"--report {report} would take the name of the data file of OUTPUT"
+                    f" {output}; choose another path"
+                )
+        return None

@@ -319,7 +319,7 @@ def _commit(
             os.replace(temp_paths[0], plan.path)
         remove, kept = split_stale(os.path.dirname(output), plan.stale, output)
         for item in kept:
-            logger.warning("keeping the old data file %s: %s", item.path, item.reason)
+            logger.info("keeping the old data file %s: %s", item.path, item.reason)
         size = files_bytes([temp_model] if plan.path is None else [temp_model, plan.path])
         ready(size, tuple(kept))
         os.replace(temp_model, output)
