@@ -114,9 +114,10 @@ def optimize_file(
     record.after = dataclasses.replace(run.after, bytes=record.output.bytes)
     from eyefold.report import build_report
 
-    report = build_report(record)
+    if staged.report is None:
+        return build_report(record)
     staged.put_in_place()
-    return report
+    return staged.report
 
 
 def _check_paths(
@@ -149,7 +150,8 @@ def _check_paths(
 class _StagedReport:
     """The ``--report`` file: staged just before OUTPUT's rename, renamed after it.
 
-    Made when the save step starts, which the report then times up to its own write.
+    Made when the save step starts, which the report then times up to its own write; that
+    report is the run's (built once).
     """
 
     def __init__(self, path: str | None, record: RunRecord, after: ModelStats) -> None:
@@ -158,6 +160,7 @@ class _StagedReport:
         self.after = after
         self.start = time.perf_counter()
         self.temp_path: str | None = None
+        self.report: Report | None = None  # once staged, the run's report
 
     def stage(self, saved: SavedModel) -> None:
         """Writes the report as it will be once ``saved`` is in place."""
@@ -173,16 +176,17 @@ class _StagedReport:
         record.after = dataclasses.replace(self.after, bytes=saved.bytes)
         record.steps.append(StepEntry("save", time.perf_counter() - self.start, Stage.WRITE))
         try:
-            text = json.dumps(build_report(record).to_dict(), indent=2) + "\n"
+            report = build_report(record)
         finally:
             record.steps.pop()
-        self.temp_path = stage_text(self.path, text)
+        self.temp_path = stage_text(self.path, json.dumps(report.to_dict(), indent=2) + "\n")
+        self.report = report
 
     def put_in_place(self) -> None:
         from eyefold.model_files import put_in_place
 
-        if self.path is not None and self.temp_path is not None:
-            put_in_place(self.temp_path, self.path)
+        assert self.path is not None and self.temp_path is not None
+        put_in_place(self.temp_path, self.path)
 
 
 def _check(
