@@ -255,6 +255,47 @@ def test_two_racing_saves_never_mix_model_and_data(tmp_path: pathlib.Path):
     assert np.array_equal(_weights(out / "o.onnx"), np.full(512, fill, np.float32))
 
 
+def test_two_racing_saves_to_a_new_output_never_mix(tmp_path: pathlib.Path):
+    """No OUTPUT yet: the first claims o.onnx.data, the other sees it claimed (empty, read
+    by nobody) and takes o.onnx.data.1. Both finish; OUTPUT is one of them, whole."""
+    for role, fill in (("A", 1.0), ("B", 2.0)):
+        (tmp_path / role).mkdir()
+        _save_with_data(_model(fill, name=role), tmp_path / role / "m.onnx", "m.onnx.data")
+    (tmp_path / "out").mkdir()
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    schedule = {"PATCHED_SCHEDULE": "A1 B1 B2 A2", "PATCHED_BARRIER": str(barrier)}
+    runs = [
+        _patched(
+            "optimize",
+            "m.onnx",
+            "../out/o.onnx",
+            "-q",
+            cwd=tmp_path / role,
+            PATCHED_ROLE=role,
+            **schedule,
+        )
+        for role in ("A", "B")
+    ]
+    for process in runs:
+        process.wait(timeout=300)
+    assert [p.returncode for p in runs] == [0, 0], [p.stderr.read() for p in runs]
+    model = load_model(tmp_path / "out" / "o.onnx")
+    fill = {"A": 1.0, "B": 2.0}[model.graph.name]
+    assert np.array_equal(
+        _weights(tmp_path / "out" / "o.onnx"), np.full(512, fill, np.float32)
+    )
+
+
+def test_a_name_left_claimed_by_a_killed_save_does_not_block_the_next(with_data):
+    """A save killed after claiming o.onnx.data leaves it empty; the next one goes on."""
+    (with_data / "o.onnx.data").touch()
+    result = _eyefold("optimize", "m.onnx", "o.onnx", cwd=with_data)
+    assert result.returncode == 0, result.stderr
+    assert np.array_equal(_weights(with_data / "o.onnx"), np.full(512, 3.0, np.float32))
+    assert (with_data / "o.onnx.data").stat().st_size == 0  # never written nor removed
+
+
 # --- 4. an in-place run never deletes data another model reads --------------------------
 
 

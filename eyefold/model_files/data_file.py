@@ -17,7 +17,9 @@ naming rule, where ``<name>`` is OUTPUT's file name:
   OUTPUT alternate between ``<name>.data`` and ``<name>.data.1``. A higher number appears
   only beside a file that an interrupted save (or someone else) left at a lower one; such
   a file is never written nor removed.
-* Otherwise the existing ``<name>.data`` belongs to someone else: the save is refused.
+* Otherwise the existing ``<name>.data`` belongs to someone else: the save is refused,
+  unless it is empty (a name another save has claimed, or one a killed save left): then
+  the first free ``<name>.data.N``.
 
 A save claims its name when it plans it, by creating the file empty with ``O_EXCL``, and
 renames its data onto that file only. Two saves racing to one OUTPUT therefore never write
@@ -37,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import stat
 from collections.abc import Callable
 
 import onnx_ir as ir
@@ -175,6 +178,18 @@ def _refuse_usual_name(output: str, usual: str, source: str | None, read: bool) 
     )
 
 
+def _is_empty_file(path: str) -> bool:
+    """Whether ``path`` is an empty regular file, which no model reads data from.
+
+    That is a name another save claimed and has not filled yet, or one a killed save left.
+    """
+    try:
+        status = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(status.st_mode) and status.st_size == 0
+
+
 def _claim_free_path(output: str) -> str:
     """Claims the first free name of ``<name>.data``, ``<name>.data.1``, ... beside ``output``.
 
@@ -218,7 +233,8 @@ def plan_data_files(
     model_files = external_data_files(model) if external and model is not None else []
     read = any(same_file(p, usual) for p in model_files)
     in_use = _files_in_use(output, model_files if own else [])
-    if external and ((read and not own) or (os.path.lexists(usual) and not in_use)):
+    foreign = os.path.lexists(usual) and not in_use and not _is_empty_file(usual)
+    if external and ((read and not own) or foreign):
         _refuse_usual_name(output, usual, source, read)
     data_path = _claim_free_path(output) if external else None
     # The input's own files stay, unless OUTPUT is the input: its old data goes with it.
