@@ -56,10 +56,10 @@ def optimize_file(
     """Optimizes one model file into ``output_path`` (which may be ``input_path``).
 
     Nothing is written unless every step succeeded; the output (and the report) is
-    written under a temporary name and renamed into place. Before any work, the paths
-    are checked against each other (:mod:`eyefold.model_files.path_rules`). The file is
-    parsed by protobuf and only the EyeLike neighbourhood goes through onnx-ir
-    (:mod:`eyefold.proto_path`), unless the whole model has to.
+    written under a temporary name and renamed into place. Before anything is written,
+    the paths are checked against each other (:mod:`eyefold.model_files.path_rules`).
+    The file is parsed by protobuf and only the EyeLike neighbourhood goes through
+    onnx-ir (:mod:`eyefold.proto_path`), unless the whole model has to.
 
     Args:
         input_path: the model to read.
@@ -90,8 +90,8 @@ def optimize_file(
     if report_path is not None:
         check_output_path(report_path)
     model = _load(input_path, record)
-    _check_paths(model, input_path, output_path, report_path, external_data)
     run = _run_pipeline(model, input_path, options, record, with_stats=True)
+    _check_paths(run.data_files, input_path, output_path, report_path, external_data)
     assert run.before is not None and run.after is not None  # asked for: with_stats
     record.before = dataclasses.replace(
         run.before, bytes=files_bytes([os.path.abspath(input_path), *run.data_files])
@@ -121,7 +121,7 @@ def optimize_file(
 
 
 def _check_paths(
-    model: onnx.ModelProto,
+    data_files: list[str],
     input_path: str,
     output_path: str,
     report_path: str | None,
@@ -129,15 +129,13 @@ def _check_paths(
 ) -> None:
     """Refuses a path a write would destroy (:mod:`eyefold.model_files.path_rules`).
 
-    That is OUTPUT, its data file or the report, where it is a file the run reads or
-    another one it writes.
+    That is OUTPUT, its data file or the report, where it is a file the run reads
+    (``data_files``: those of the input, which the run found) or another one it writes.
     """
     from eyefold.errors import PathClashError
     from eyefold.model_files.path_rules import ModelFiles, RunFiles
-    from eyefold.model_files.tensors import proto_data_files
 
-    folder = os.path.dirname(os.path.abspath(input_path))
-    source = ModelFiles(input_path, tuple(proto_data_files(model, folder)))
+    source = ModelFiles(input_path, tuple(data_files))
     files = RunFiles([source])
     writes_data = external_data or bool(source.data_files)
     reason = files.model_clash(output_path, source, writes_data=writes_data)

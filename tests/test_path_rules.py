@@ -149,12 +149,12 @@ def test_a_path_slip_is_a_usage_error_and_writes_nothing(
 
 
 def test_a_report_hard_linked_to_the_input_is_refused(with_data: pathlib.Path):
-    """Identity, not spelling: a hard link to the input's data file is that file."""
-    os.link(with_data / "m.onnx.data", with_data / "link.json")
+    """Identity, not spelling: a hard link to the input is that file."""
+    os.link(with_data / "m.onnx", with_data / "link.json")
     before = _snapshot(with_data)
     result = _eyefold("optimize", "m.onnx", "o.onnx", "--report", "link.json", cwd=with_data)
     assert result.returncode == 2
-    assert "--report link.json would replace the data file" in result.stderr
+    assert "--report link.json would replace the input m.onnx" in result.stderr
     assert _snapshot(with_data) == before
 
 

@@ -22,7 +22,7 @@ __all__ = [
     "iter_attribute_tensors",
     "iter_external_tensors",
     "iter_initializers",
-    "proto_data_files",
+    "may_name_data_files",
     "read_data_locations",
     "referenced_files",
     "same_file",
@@ -180,7 +180,7 @@ def _proto_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
                 yield from _proto_tensors(sub)
 
 
-def proto_data_files(proto: onnx.ModelProto, folder: str) -> list[str]:
+def _proto_data_files(proto: onnx.ModelProto, folder: str) -> list[str]:
     """Absolute paths of the data files a model proto's tensors name (none is opened).
 
     ``folder`` is the model file's folder, which locations are relative to.
@@ -197,6 +197,22 @@ def proto_data_files(proto: onnx.ModelProto, folder: str) -> list[str]:
     return list(files)
 
 
+def may_name_data_files(model_path: str) -> bool:
+    """Whether the model file holds the bytes ``location``; False proves it names no data file.
+
+    ``location`` is the key of every external tensor's data file. The search runs at
+    memory speed over the mapped file, with no parse.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    with open(model_path, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size == 0:
+            return False
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
+            return view.find(b"location") >= 0
+
+
 def read_data_locations(model_path: str) -> list[str]:
     """Absolute paths of the data files the model file at ``model_path`` names.
 
@@ -209,17 +225,13 @@ def read_data_locations(model_path: str) -> list[str]:
         ValueError: it names data files but is too large to parse cheaply.
         Exception: protobuf cannot parse it.
     """
-    with open(model_path, "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        if size == 0:
-            return []
-        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
-            if view.find(b"location") < 0:
-                return []
+    if not may_name_data_files(model_path):
+        return []
+    size = os.path.getsize(model_path)
     if size > _OWNER_PARSE_LIMIT_BYTES:
         raise ValueError(f"{size} bytes, too large to read its data file names")
     proto = onnx.load(model_path, load_external_data=False)
-    return proto_data_files(proto, os.path.dirname(os.path.abspath(model_path)))
+    return _proto_data_files(proto, os.path.dirname(os.path.abspath(model_path)))
 
 
 def referenced_files(model_path: str) -> list[str]:
