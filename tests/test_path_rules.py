@@ -22,7 +22,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import eyefold
-from eyefold.model_files import load_model
+from eyefold.model_files import data_file, load_model, save_model
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX file semantics")
 
@@ -322,6 +322,23 @@ def test_in_place_keeps_the_old_data_when_a_sibling_cannot_be_read(tmp_path: pat
     assert "warning: kept the old data file" in result.stdout
     assert f"cannot tell whether {tmp_path / 'c.onnx'} reads it" in result.stdout
     assert (tmp_path / "a.onnx.data").exists()
+
+
+def test_in_place_keeps_the_old_data_when_the_folder_is_over_the_scan_budget(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The library save, with the folder's scan budget lowered to one model: two other
+    models are more than eyefold reads, so the old data file stays, with the reason."""
+    monkeypatch.setattr(data_file, "_MAX_MODELS_SCANNED", 1)
+    _save_with_data(_model(3.0), tmp_path / "a.onnx", "a.onnx.data")
+    for name in ("b.onnx", "c.onnx"):
+        onnx.save(_model(5.0), tmp_path / name)
+    saved = save_model(
+        load_model(tmp_path / "a.onnx"), tmp_path / "a.onnx", source_path=tmp_path / "a.onnx"
+    )
+    assert [k.path for k in saved.kept_data_files] == [str(tmp_path / "a.onnx.data")]
+    assert "holds 2 other models" in saved.kept_data_files[0].reason
+    assert (tmp_path / "a.onnx.data").exists() and saved.data_path.endswith(".data.1")
 
 
 def test_in_place_removes_the_old_data_nobody_else_reads(tmp_path: pathlib.Path):

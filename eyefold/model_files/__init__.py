@@ -14,8 +14,12 @@ Modules:
 * :mod:`~eyefold.model_files.data_file`: the external data file of a save: its name (the
   rule that never overwrites the data the existing OUTPUT reads), which old data files
   go, its contents.
+* :mod:`~eyefold.model_files.path_rules`: what OUTPUT, its data file and the report may
+  not be (the input, a data file it reads, each other), checked before anything is
+  written.
 * :mod:`~eyefold.model_files.atomic_write`: temporary files beside a target, flushed and
-  renamed into place, and removed when a killed write left them; :func:`write_text`.
+  renamed into place, and removed when a killed write left them; :func:`write_text`, or
+  :func:`stage_text` then :func:`put_in_place` for a file put in place with another.
 * :mod:`~eyefold.model_files.tensors`: where a model's tensors and their data live, read
   without loading any data.
 * :mod:`~eyefold.model_files.structure_checks`: what onnx-ir loads but eyefold refuses

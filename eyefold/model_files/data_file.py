@@ -78,9 +78,11 @@ _ALIGN_ABOVE_BYTES = 1 << 20
 # How many numbered names to try before giving up (each one an existing file).
 _MAX_NUMBERED_NAMES = 1000
 # Models in OUTPUT's folder read for the data files they name before an old one is
-# removed; beyond this many the old data files are kept (each read is a small parse, or a
-# scan of a model with inline weights for the bytes that name a data file).
+# removed; beyond this many, or this many bytes, the old data files are kept. Each read is
+# a search of the file for the bytes that name a data file (about 1 GB/s), then a parse
+# of the small model that has them.
 _MAX_MODELS_SCANNED = 1000
+_MAX_BYTES_SCANNED = 4 << 30
 
 Progress = Callable[[str], None]
 
@@ -268,16 +270,19 @@ def split_stale(
         return [], []
     try:
         with os.scandir(folder) as entries:
-            models = sorted(e.path for e in entries if e.name.endswith(".onnx"))
+            found = sorted(e.path for e in entries if e.name.endswith(".onnx"))
+        models = [m for m in found if os.path.isfile(m) and not same_file(m, output)]
+        size = sum(os.path.getsize(model) for model in models)
     except OSError as error:
         return [], [KeptFile(p, f"cannot list {folder}: {error_text(error)}") for p in stale]
-    if len(models) > _MAX_MODELS_SCANNED:
-        why = f"{folder} holds over {_MAX_MODELS_SCANNED} models; not all were read"
+    if len(models) > _MAX_MODELS_SCANNED or size > _MAX_BYTES_SCANNED:
+        why = (
+            f"{folder} holds {len(models)} other models ({size} bytes), more than eyefold"
+            f" reads to find who reads it ({_MAX_MODELS_SCANNED}, {_MAX_BYTES_SCANNED} bytes)"
+        )
         return [], [KeptFile(path, why) for path in stale]
     readers: dict[str, str] = {}  # stale path -> why it stays
     for model in models:
-        if not os.path.isfile(model) or same_file(model, output):
-            continue
         try:
             files = read_data_locations(model)
         except Exception as error:  # unreadable, or too large to parse: it may read them
