@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import onnx
     import onnx_ir as ir
 
+    from eyefold.check.settings import CheckSettings
     from eyefold.core.model_stats import ModelStats
     from eyefold.model_files import SavedModel
     from eyefold.model_files.deferred_tensors import DeferredTensors
@@ -50,6 +51,7 @@ def optimize_file(
     *,
     check: bool = False,
     check_inputs: str | None = None,
+    check_settings: CheckSettings | None = None,
     external_data: bool = False,
     report_path: str | None = None,
 ) -> Report:
@@ -70,6 +72,8 @@ def optimize_file(
         check: run the original and the result on the same inputs first (``--check``).
         check_inputs: the ``.npz`` of those inputs, one array per graph input name
             (``--check-inputs``); None: random inputs.
+        check_settings: check shapes, tolerances and where to save (``--check-*``); the
+            check runs the result on ``options.target_runtime`` when it is installed.
         external_data: write large tensors to ``<output>.data``.
         report_path: also write the JSON report here (``--report``). It is written to
             a temporary file once the model's files are, before OUTPUT is renamed into
@@ -99,7 +103,11 @@ def optimize_file(
     with_data = external_data or bool(run.data_files) or _may_not_fit(run, input_path)
     result = _saved_form(run, input_path, check=check, with_data=with_data)
     if check:
-        _check(input_path, result, output_path, record, check_inputs)
+        settings = dataclasses.replace(
+            check_settings or _default_settings(),
+            target_runtime=options.target_runtime,
+        )
+        _check(input_path, result, output_path, record, check_inputs, settings)
     with record.step("save", f"saving {output_path}"):
         staged = _StagedReport(report_path, record, run.after)
         record.output = _save(
@@ -193,6 +201,7 @@ def _check(
     output_path: str,
     record: RunRecord,
     inputs_path: str | None,
+    settings: CheckSettings,
 ) -> None:
     """``--check``: the result against the original, as a step of ``record``."""
     from eyefold.check.equivalence import check_equivalence
@@ -203,7 +212,14 @@ def _check(
             result,
             workdir=os.path.dirname(os.path.abspath(output_path)),
             inputs_path=inputs_path,
+            settings=settings,
         )
+
+
+def _default_settings() -> CheckSettings:
+    from eyefold.check.settings import CheckSettings
+
+    return CheckSettings()
 
 
 def inspect_file(input_path: str, options: PipelineOptions, record: RunRecord) -> Report:

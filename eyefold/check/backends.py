@@ -1,5 +1,9 @@
 """Running both models for ``--check``: onnxruntime, else ``onnx.reference``, else lowered.
 
+With a target runtime (``--target-runtime R``), the optimized model runs on R when R is
+installed, since that is where it will run (:func:`run_for_target`); the original runs
+by the routes below.
+
 Both models run under onnxruntime when it is installed and can load both; else both run
 under ``onnx.reference.ReferenceEvaluator``, and the caller is told why; where neither
 runs the original (onnxruntime lacks its EyeLike types, the reference evaluator one of its
@@ -27,8 +31,18 @@ from eyefold.check.lowered import lower_unrunnable
 from eyefold.errors import CheckFailedError, EyefoldError, error_text
 from eyefold.model_files import external_data_files, save_model, tensor_bytes
 from eyefold.model_files.save import INLINE_LIMIT_BYTES
+from eyefold.runtime.runners import RUNNERS, RunError, missing_reason, runner_for
 
-__all__ = ["ORT", "REFERENCE", "Run", "Source", "prepare_source", "run_both"]
+__all__ = [
+    "ORT",
+    "REFERENCE",
+    "Run",
+    "Source",
+    "prepare_source",
+    "run_both",
+    "run_for_target",
+    "target_missing",
+]
 
 ORT = "onnxruntime"
 REFERENCE = "onnx.reference"
@@ -114,10 +128,14 @@ class Run:
     Attributes:
         want: the original's outputs, by name.
         got: the optimized model's outputs, by name.
-        backend: :data:`ORT` or :data:`REFERENCE`.
-        reason: why the models were not run on onnxruntime as they are (None: they were).
+        backend: what ran the original: :data:`ORT` or :data:`REFERENCE`.
+        reason: why the original was not run on onnxruntime as it is (None: it was).
         original: how the original ran when not as given (the lowered route), else None.
         optimized: how the optimized model ran when not as written, else None.
+        output_backend: what ran the optimized model, when not ``backend`` (the target
+            runtime).
+        target_note: why the optimized model did not run on the target runtime, when it
+            did not (not installed; refused, as the original is).
     """
 
     want: dict[str, Any]
@@ -126,6 +144,30 @@ class Run:
     reason: str | None = None
     original: str | None = None
     optimized: str | None = None
+    output_backend: str | None = None
+    target_note: str | None = None
+
+    @property
+    def ran_output_on(self) -> str:
+        """The backend that ran the optimized model."""
+        return self.output_backend or self.backend
+
+
+def _lowered_original(original: Source, feeds: dict[str, np.ndarray]) -> tuple[Any, Any]:
+    """The original's outputs on onnxruntime with its unrunnable EyeLike nodes lowered.
+
+    Returns:
+        The outputs and the description of what was lowered, or (None, None) when this
+        route does not run the original either.
+    """
+    lowered = lower_unrunnable(original)
+    if lowered is None:
+        return None, None
+    try:
+        session = _ort_session(ir.serde.serialize_model(lowered.model))
+        return _run_ort(session, feeds), lowered.describe()
+    except Exception:  # onnxruntime's own types: this route does not work either
+        return None, None
 
 
 def _run_lowered(
@@ -139,13 +181,8 @@ def _run_lowered(
     Raises:
         CheckFailedError: the optimized model fails where the lowered original runs.
     """
-    lowered = lower_unrunnable(original)
-    if lowered is None:
-        return None
-    try:
-        original_session = _ort_session(ir.serde.serialize_model(lowered.model))
-        want = _run_ort(original_session, feeds)
-    except Exception:  # onnxruntime's own types: this route does not work either
+    want, original_note = _lowered_original(original, feeds)
+    if want is None:
         return None
     optimized_note = None
     try:
@@ -166,7 +203,7 @@ def _run_lowered(
             "onnxruntime runs the original (its unrunnable EyeLike nodes lowered) but not"
             f" the optimized model: {error_text(error)}"
         ) from None
-    return Run(want, got, ORT, reason, lowered.describe(), optimized_note)
+    return Run(want, got, ORT, reason, original_note, optimized_note)
 
 
 def run_both(original: Source, optimized: Source, feeds: dict[str, np.ndarray]) -> Run:
@@ -219,3 +256,108 @@ def _has_ort() -> bool:
     except ImportError:
         return False
     return True
+
+
+def _run_original(original: Source, feeds: dict[str, np.ndarray]) -> Run:
+    """The original's outputs by the first route that runs it (``got`` left empty).
+
+    onnxruntime as it is, else onnx's reference evaluator, else onnxruntime with its
+    unrunnable EyeLike nodes lowered: the same routes :func:`run_both` takes.
+
+    Raises:
+        EyefoldError: the original does not run by any of these routes.
+    """
+    if not _has_ort():
+        reason = "onnxruntime is not installed"
+    else:
+        try:
+            return Run(_run_ort(_ort_session(original), feeds), {}, ORT)
+        except Exception as error:  # onnxruntime raises its own exception types
+            reason = f"onnxruntime cannot run the original: {error_text(error)}"
+    try:
+        return Run(_run_reference(original, feeds), {}, REFERENCE, reason)
+    except Exception as error:
+        reason = f"{reason}; onnx.reference: {error_text(error)}"
+    want, note = _lowered_original(original, feeds) if _has_ort() else (None, None)
+    if want is None:
+        raise EyefoldError(f"--check cannot run the original model ({reason})")
+    return Run(want, {}, ORT, reason, note)
+
+
+def target_missing(runtime: str) -> str | None:
+    """Why ``--check`` cannot run a model on ``runtime`` here, None when it can."""
+    if runtime not in RUNNERS or runtime == "reference":
+        return f"{runtime} has no runner in eyefold's check"
+    return missing_reason(runtime)
+
+
+def _file_of(source: Source, scratch: str, stem: str) -> str:
+    """A path to ``source``, written into ``scratch`` when it is in memory."""
+    if isinstance(source, str):
+        return source
+    path = os.path.join(scratch, f"{stem}.onnx")
+    with open(path, "wb") as file:
+        file.write(source if isinstance(source, bytes) else source.SerializeToString())
+    return path
+
+
+def _run_on(
+    runtime: str, source: Source, feeds: dict[str, np.ndarray], scratch: str, stem: str
+) -> dict[str, Any]:
+    """``source``'s outputs on ``runtime``, by name.
+
+    Raises:
+        RunError: the runtime refused or failed the model.
+    """
+    if runtime == ORT:  # sessions from memory; sequence outputs come back as lists
+        try:
+            session = _ort_session(source)
+        except Exception as error:
+            raise RunError("load", error) from None
+        try:
+            return _run_ort(session, feeds)
+        except Exception as error:
+            raise RunError("run", error) from None
+    path = _file_of(source, scratch, stem)
+    outputs = runner_for(runtime)(path, feeds)
+    names = [o.name for o in onnx.load(path, load_external_data=False).graph.output]
+    if len(names) != len(outputs):
+        raise RunError("fetch", ValueError(f"{len(outputs)} outputs for {len(names)} names"))
+    return dict(zip(names, outputs, strict=True))
+
+
+def run_for_target(
+    original: Source,
+    optimized: Source,
+    feeds: dict[str, np.ndarray],
+    target: str,
+    scratch: str,
+) -> Run:
+    """The optimized model run on ``target`` (what the user deploys), the original as usual.
+
+    The original runs as :func:`run_both` would run it (onnxruntime, else the reference
+    evaluator, else lowered). When ``target`` is not installed, or refuses the optimized
+    model as it refuses the original, both run as :func:`run_both` runs them and
+    ``target_note`` says why.
+
+    Raises:
+        CheckFailedError: ``target`` runs the original but not the optimized model, or
+            the optimized model fails where the original runs.
+        EyefoldError: the original does not run by any route.
+    """
+    missing = target_missing(target)
+    if missing is not None:
+        return dataclasses.replace(run_both(original, optimized, feeds), target_note=missing)
+    try:
+        got = _run_on(target, optimized, feeds, scratch, "output")
+    except RunError as error:
+        try:
+            _run_on(target, original, feeds, scratch, "original")
+        except RunError:
+            note = f"{target} cannot run the output ({error}), nor the original"
+            return dataclasses.replace(run_both(original, optimized, feeds), target_note=note)
+        raise CheckFailedError(
+            f"{target} runs the original model but not the optimized one: {error}"
+        ) from None
+    run = _run_original(original, feeds)
+    return dataclasses.replace(run, got=got, output_backend=target)

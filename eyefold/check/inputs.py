@@ -1,12 +1,13 @@
 """The inputs ``--check`` feeds to both models: random, or the user's (``--check-inputs``).
 
 Inputs are random, from a fixed seed, in every graph input's element type. A symbolic or
-unknown dim gets its ``--input-shape`` value when pinned, else :data:`DEFAULT_DIM` (the same
-value for every use of one symbolic name). Random inputs cannot run every model (indices
-out of range for a Gather, say), so ``--check-inputs FILE.npz`` gives one array per graph
-input name instead; each must have the input's element type and fit its declared dims.
-Kept apart from the comparison so that what a model is fed can be read, and tested,
-without running it.
+unknown dim gets its ``--input-shape`` value when pinned (the model's dim is then static),
+its ``--check-shape`` size when given, else :data:`DEFAULT_DIM` in the first check and
+:func:`second_sizes` in the second (the same value for every use of one symbolic name).
+Random inputs cannot run every model (indices out of range for a Gather, say), so
+``--check-inputs FILE.npz`` gives one array per graph input name instead; each must have
+the input's element type and fit its declared dims. Kept apart from the comparison so
+that what a model is fed can be read, and tested, without running it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,15 @@ import onnx_ir as ir
 
 from eyefold.errors import EyefoldError
 
-__all__ = ["DEFAULT_DIM", "INPUT_LIMIT_BYTES", "inputs_from_file", "random_inputs"]
+__all__ = [
+    "DEFAULT_DIM",
+    "INPUT_LIMIT_BYTES",
+    "inputs_from_file",
+    "random_inputs",
+    "second_sizes",
+    "sized_by_shapes",
+    "symbolic_dims",
+]
 
 # Symbolic dims without a pinned value get this size: small enough for any model to run
 # fast, and above 1 so that broadcasting mistakes still show.
@@ -28,7 +37,12 @@ DEFAULT_DIM = 2
 INPUT_LIMIT_BYTES = 1 << 30
 
 
-def _shape_of(value: ir.Value, defaulted: dict[str, int]) -> list[int]:
+def _dim_name(value: ir.Value, index: int, dim: object) -> str:
+    """The name a symbolic or unknown dim is sized by (one size per symbolic name)."""
+    return getattr(dim, "value", None) or f"{value.name}[{index}]"
+
+
+def _shape_of(value: ir.Value, defaulted: dict[str, int], default: int) -> list[int]:
     if value.shape is None:
         raise EyefoldError(
             f"--check cannot make an input for {value.name!r}: its rank is unknown"
@@ -39,8 +53,7 @@ def _shape_of(value: ir.Value, defaulted: dict[str, int]) -> list[int]:
         if isinstance(dim, int):
             dims.append(dim)
         else:
-            name = dim.value or f"{value.name}[{index}]"
-            dims.append(defaulted.setdefault(name, DEFAULT_DIM))
+            dims.append(defaulted.setdefault(_dim_name(value, index, dim), default))
     return dims
 
 
@@ -70,18 +83,28 @@ def _item_bytes(dtype: ir.DataType) -> int:
 
 
 def random_inputs(
-    model: ir.Model, *, seed: int = 0
+    model: ir.Model,
+    *,
+    seed: int = 0,
+    sizes: dict[str, int] | None = None,
+    default: int = DEFAULT_DIM,
 ) -> tuple[dict[str, np.ndarray], dict[str, int]]:
     """Random feeds for every main-graph input that is not an initializer.
 
+    Args:
+        model: the model whose graph inputs are fed.
+        seed: seed of the random values.
+        sizes: sizes of symbolic dims, by name (``x[1]`` for an unnamed dim of ``x``).
+        default: the size of a symbolic dim ``sizes`` does not give.
+
     Returns:
-        The feeds, and the symbolic dims that got :data:`DEFAULT_DIM`.
+        The feeds, and the size every symbolic dim got (from ``sizes`` or ``default``).
 
     Raises:
         EyefoldError: an input is not a tensor, or has no known type or rank.
     """
     rng = np.random.default_rng(seed)
-    defaulted: dict[str, int] = {}
+    defaulted: dict[str, int] = dict(sizes or {})
     feeds: dict[str, np.ndarray] = {}
     total = 0
     for value in model.graph.inputs:
@@ -92,7 +115,7 @@ def random_inputs(
             raise EyefoldError(
                 f"--check cannot make an input for {name!r}: not a typed tensor"
             )
-        shape = _shape_of(value, defaulted)
+        shape = _shape_of(value, defaulted, default)
         total += math.prod(shape) * _item_bytes(value.dtype)  # Python ints: no overflow
         if total > INPUT_LIMIT_BYTES:
             raise EyefoldError(
@@ -102,7 +125,66 @@ def random_inputs(
             )
         array = _random_array(rng, value.dtype, shape, name)
         feeds[name] = np.asarray(array)  # a 0-d result comes back as a numpy scalar
-    return feeds, defaulted
+    used = {_dim_name(v, i, d) for v in model.graph.inputs for i, d in _symbolic(v)}
+    return feeds, {name: size for name, size in defaulted.items() if name in used}
+
+
+def _symbolic(value: ir.Value) -> list[tuple[int, object]]:
+    """The symbolic or unknown dims of a graph input, with their positions."""
+    if value.is_initializer() or value.shape is None:
+        return []
+    return [(i, d) for i, d in enumerate(value.shape.dims) if not isinstance(d, int)]
+
+
+def symbolic_dims(model: ir.Model) -> list[str]:
+    """The names of the graph inputs' symbolic dims, in order of first use."""
+    names = (_dim_name(v, i, d) for v in model.graph.inputs for i, d in _symbolic(v))
+    return list(dict.fromkeys(names))
+
+
+def second_sizes(names: list[str], *, square: bool) -> dict[str, int]:
+    """The sizes of the second check: distinct per symbolic name, unless ``square``.
+
+    A non-square second size (3, 4, 5, ...) shows what one size cannot: an EyeLike of
+    ``[n, m]`` whose fold or offset ``k`` assumed ``n == m``, a shape baked in at the
+    first size. Names the model requires to be equal need ``square`` (all 3).
+    """
+    return {name: 3 if square else 3 + index for index, name in enumerate(names)}
+
+
+def sized_by_shapes(model: ir.Model, shapes: dict[str, list[int]]) -> dict[str, int]:
+    """The symbolic dims the given input shapes (``--check-shape``) size, by name.
+
+    Raises:
+        EyefoldError: a shape names no graph input, or does not fit its declaration.
+    """
+    inputs = {v.name or "": v for v in model.graph.inputs if not v.is_initializer()}
+    sizes: dict[str, int] = {}
+    for name, dims in shapes.items():
+        value = inputs.get(name)
+        if value is None:
+            raise EyefoldError(
+                f"--check-shape {name}: no such graph input (inputs: {', '.join(inputs)})"
+            )
+        declared = value.shape
+        if declared is not None and len(declared) != len(dims):
+            raise EyefoldError(
+                f"--check-shape {name}: {len(dims)} dims, the model declares {declared}"
+            )
+        for index, (dim, size) in enumerate(zip(declared or [], dims, strict=True)):
+            if isinstance(dim, int):
+                if dim != size:
+                    raise EyefoldError(
+                        f"--check-shape {name}: dim {index} is {size}, the model declares"
+                        f" {declared}"
+                    )
+                continue
+            key = _dim_name(value, index, dim)
+            if sizes.setdefault(key, size) != size:
+                raise EyefoldError(
+                    f"--check-shape: symbolic dim {key} is given both {sizes[key]} and {size}"
+                )
+    return sizes
 
 
 def _fits(array: np.ndarray, value: ir.Value) -> bool:

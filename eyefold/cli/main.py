@@ -28,6 +28,7 @@ from eyefold.options import (
 from eyefold.runtime.installed import SUPPORTED_RUNTIMES
 
 if TYPE_CHECKING:
+    from eyefold.check.settings import CheckSettings
     from eyefold.core.input_shapes import InputShape
     from eyefold.report import Report
     from eyefold.run_record import RunRecord
@@ -132,8 +133,9 @@ def _add_optimize_parser(commands: argparse._SubParsersAction) -> None:
         "--check",
         action="store_true",
         help="run original and result on random inputs (onnxruntime, else onnx.reference,"
-        " else onnxruntime with the EyeLike nodes it cannot run lowered); write nothing"
-        " unless the outputs are equal",
+        " else onnxruntime with the EyeLike nodes it cannot run lowered; the result on"
+        " --target-runtime's runtime when installed), symbolic dims at two sizes; write"
+        " nothing unless the outputs are equal",
     )
     optimize.add_argument(
         "--check-inputs",
@@ -141,11 +143,78 @@ def _add_optimize_parser(commands: argparse._SubParsersAction) -> None:
         help="with --check: feed these arrays (one per graph input name, e.g. real indices)"
         " instead of random inputs",
     )
+    _add_check_options(optimize)
     optimize.add_argument(
         "--external-data",
         action="store_true",
         help="save tensors over 1 KiB to OUTPUT.data beside OUTPUT (automatic for"
         " models over 2 GiB and for inputs with external data)",
+    )
+
+
+def _add_check_options(optimize: argparse.ArgumentParser) -> None:
+    """The ``--check-*`` options that shape the check (single mode: one model's inputs)."""
+    optimize.add_argument(
+        "--check-shape",
+        type=_check_shape,
+        action="append",
+        default=[],
+        metavar="NAME:D0,D1,...",
+        help="with --check: run the check at this input shape (repeatable: one check per"
+        " shape of an input); the model is not changed (that is --input-shape)",
+    )
+    for name, default in (("rtol", "1e-5"), ("atol", "1e-6")):
+        optimize.add_argument(
+            f"--check-{name}",
+            type=_tolerance,
+            default=None,
+            metavar="X",
+            help=f"with --check: {name} for floating outputs, instead of the default per"
+            f" type ({default} for float32 on onnxruntime); integers stay bit-identical",
+        )
+    optimize.add_argument(
+        "--check-save",
+        metavar="DIR",
+        help="with --check: write each check's inputs and both models' outputs to DIR"
+        " (inputs_N.npz, original_outputs_N.npz, output_outputs_N.npz), to replay"
+        " elsewhere",
+    )
+
+
+def _check_shape(text: str) -> tuple[str, list[int]]:
+    from eyefold.check.settings import parse_check_shape
+
+    try:
+        return parse_check_shape(text)
+    except EyefoldError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _tolerance(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:  # also NaN
+        raise argparse.ArgumentTypeError(f"not a tolerance: {text!r} (a number >= 0)")
+    return value
+
+
+_CHECK_OPTIONS = ("check_inputs", "check_shape", "check_rtol", "check_atol", "check_save")
+
+
+def _check_settings(args: argparse.Namespace) -> CheckSettings | None:
+    """What the ``--check-*`` options ask of the check (None: defaults)."""
+    from eyefold.check.settings import CheckSettings
+
+    shapes: dict[str, list[list[int]]] = {}
+    for name, dims in args.check_shape:
+        shapes.setdefault(name, []).append(dims)
+    return CheckSettings(
+        shapes=shapes,
+        rtol=args.check_rtol,
+        atol=args.check_atol,
+        save_dir=args.check_save,
     )
 
 
@@ -160,6 +229,12 @@ def _split_positionals(parser: argparse.ArgumentParser, args: argparse.Namespace
     if args.output_dir is not None:
         if args.check_inputs is not None:
             parser.error("--check-inputs names one model's inputs; it takes INPUT OUTPUT")
+        for option in _CHECK_OPTIONS[1:]:
+            if getattr(args, option) not in (None, []):
+                flag = "--" + option.replace("_", "-")
+                parser.error(f"{flag} is for one model; it takes INPUT OUTPUT")
+    elif args.check_inputs is not None and args.check_shape:
+        parser.error("--check-shape and --check-inputs cannot be combined")
         args.inputs = args.paths
         return True
     if len(args.paths) != 2:
@@ -284,6 +359,7 @@ def _run(args: argparse.Namespace, options: PipelineOptions, record: RunRecord) 
         record,
         check=args.check,
         check_inputs=args.check_inputs,
+        check_settings=_check_settings(args),
         external_data=args.external_data,
         report_path=args.report,
     )
@@ -292,10 +368,10 @@ def _run(args: argparse.Namespace, options: PipelineOptions, record: RunRecord) 
 def _warn_unused_options(args: argparse.Namespace) -> None:
     if args.no_fold and args.size_limit != DEFAULT_SIZE_LIMIT_BYTES:
         print("eyefold: warning: --size-limit has no effect with --no-fold", file=sys.stderr)
-    if getattr(args, "check_inputs", None) is not None and not args.check:
-        print(
-            "eyefold: warning: --check-inputs has no effect without --check", file=sys.stderr
-        )
+    for option in _CHECK_OPTIONS:
+        if getattr(args, option, None) not in (None, []) and not args.check:
+            flag = "--" + option.replace("_", "-")
+            print(f"eyefold: warning: {flag} has no effect without --check", file=sys.stderr)
 
 
 def _single(
