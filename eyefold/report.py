@@ -176,7 +176,20 @@ def build_report(record: RunRecord) -> Report:
     _add_later_outcomes(report, rows, facts.lowering, facts.runtime)
     report.extra.update(record.route)
     _add_file_facts(report, record)
+    _add_status(report, record)
     return report
+
+
+def _add_status(report: Report, record: RunRecord) -> None:
+    """For a run that wrote a model: whether it was checked, and what in it cannot run."""
+    if record.output is None:
+        return
+    from eyefold.run_status import run_status
+
+    status = run_status(
+        report.nodes, report.extra.get("runtime"), checked=record.check is not None
+    )
+    report.extra["verdict"] = status.to_dict()
 
 
 def _add_declines(

@@ -17,6 +17,7 @@ import math
 import numpy as np
 import onnx_ir as ir
 
+from eyefold.core.input_shapes import InputShapeError
 from eyefold.errors import EyefoldError
 
 __all__ = [
@@ -156,32 +157,33 @@ def sized_by_shapes(model: ir.Model, shapes: dict[str, list[int]]) -> dict[str, 
     """The symbolic dims the given input shapes (``--check-shape``) size, by name.
 
     Raises:
-        EyefoldError: a shape names no graph input, or does not fit its declaration.
+        InputShapeError: a shape names no graph input, or does not fit its declaration
+            (a usage error, as for ``--input-shape``).
     """
     inputs = {v.name or "": v for v in model.graph.inputs if not v.is_initializer()}
     sizes: dict[str, int] = {}
     for name, dims in shapes.items():
         value = inputs.get(name)
         if value is None:
-            raise EyefoldError(
+            raise InputShapeError(
                 f"--check-shape {name}: no such graph input (inputs: {', '.join(inputs)})"
             )
         declared = value.shape
         if declared is not None and len(declared) != len(dims):
-            raise EyefoldError(
+            raise InputShapeError(
                 f"--check-shape {name}: {len(dims)} dims, the model declares {declared}"
             )
         for index, (dim, size) in enumerate(zip(declared or [], dims, strict=True)):
             if isinstance(dim, int):
                 if dim != size:
-                    raise EyefoldError(
+                    raise InputShapeError(
                         f"--check-shape {name}: dim {index} is {size}, the model declares"
                         f" {declared}"
                     )
                 continue
             key = _dim_name(value, index, dim)
             if sizes.setdefault(key, size) != size:
-                raise EyefoldError(
+                raise InputShapeError(
                     f"--check-shape: symbolic dim {key} is given both {sizes[key]} and {size}"
                 )
     return sizes
@@ -212,12 +214,12 @@ def inputs_from_file(model: ir.Model, path: str) -> dict[str, np.ndarray]:
         with np.load(path, allow_pickle=False) as archive:
             feeds = {name: archive[name] for name in archive.files}
     except (OSError, ValueError) as error:
-        raise EyefoldError(f"--check-inputs cannot read {path}: {error}") from None
+        raise InputShapeError(f"--check-inputs cannot read {path}: {error}") from None
     inputs = {v.name or "": v for v in model.graph.inputs if not v.is_initializer()}
     missing = [name for name in inputs if name not in feeds]
     extra = [name for name in feeds if name not in inputs]
     if missing or extra:
-        raise EyefoldError(
+        raise InputShapeError(
             f"--check-inputs {path} must hold one array per graph input"
             f" ({', '.join(inputs)}): missing {missing or 'none'},"
             f" not inputs {extra or 'none'}"
@@ -226,7 +228,7 @@ def inputs_from_file(model: ir.Model, path: str) -> dict[str, np.ndarray]:
         array = feeds[name]
         if not _fits(array, value):
             declared = f"{value.dtype.name if value.dtype else '?'}{value.shape}"
-            raise EyefoldError(
+            raise InputShapeError(
                 f"--check-inputs {path}: {name!r} is {array.dtype}{list(array.shape)}, the"
                 f" model declares {declared}"
             )

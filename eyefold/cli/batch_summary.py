@@ -1,8 +1,9 @@
 """What a batch run shows a person: a progress bar, one row per model, a total line.
 
-The table goes to stdout (one row per model: status, EyeLike folded/inferred/kept, opset
-before and after, seconds), each failure's one-line error to stderr as it happens, and the
-progress bar to stderr only when it is a terminal. :func:`batch_report` is the
+The table goes to stdout (one row per model: status (``passed`` when checked, else
+``written``, and the EyeLike nodes its runtime cannot run), EyeLike folded/inferred/kept,
+opset before and after, seconds), each failure's one-line error to stderr as it happens,
+and the progress bar to stderr only when it is a terminal. :func:`batch_report` is the
 ``--report`` JSON: each model's report in the single-model schema, plus its path, status
 and error.
 """
@@ -16,6 +17,8 @@ from typing import Any, TextIO
 from eyefold.batch import FileResult
 from eyefold.cli.summary import table
 from eyefold.core.progress import Progress
+from eyefold.report import Report
+from eyefold.run_status import CHECK_HINT, RunStatus
 
 __all__ = ["BatchProgress", "batch_report", "batch_totals", "render_batch"]
 
@@ -84,13 +87,53 @@ def _row(result: FileResult) -> list[str]:
     )
     return [
         result.input,
-        "ok",
+        _model_status(report),
         str(counts["folded"]),
         str(counts["inferred"]),
         str(counts["kept"]),
         opset,
         f"{result.seconds:.2f}",
     ]
+
+
+def _model_status(report: Report) -> str:
+    """``passed`` (checked) or ``written``, and how many EyeLike nodes cannot run."""
+    status = _status_of(report)
+    if status is None:
+        return "ok"
+    text = status.word.lower()
+    if status.unrunnable:
+        text += f", {status.unrunnable} EyeLike cannot run"
+    return text
+
+
+def _status_of(report: Report | None) -> RunStatus | None:
+    entry = report.extra.get("verdict") if report is not None else None
+    return RunStatus.from_dict(entry) if entry is not None else None
+
+
+def _total_status(results: Sequence[FileResult]) -> str:
+    """PASSED only when every model was checked and passed; what was not, said after."""
+    if any(r.status == "failed" for r in results):
+        return "FAILED"
+    statuses = [_status_of(r.report) for r in results]
+    if any(s is None or not s.checked for s in statuses):
+        return f"WRITTEN (not checked; {CHECK_HINT})"
+    return "PASSED"
+
+
+def _unrunnable_total(results: Sequence[FileResult]) -> str:
+    """`` | N EyeLike nodes cannot run on R (fix)`` when some cannot, else "".
+
+    Every model of a batch runs with the same options, so they are judged against one
+    runtime.
+    """
+    statuses = [s for r in results if (s := _status_of(r.report)) and s.unrunnable]
+    count = sum(s.unrunnable for s in statuses)
+    if not count:
+        return ""
+    nodes = "1 EyeLike node" if count == 1 else f"{count} EyeLike nodes"
+    return f" | {nodes} cannot run on {statuses[0].runtime} ({statuses[0].fix})"
 
 
 def render_batch(results: Sequence[FileResult], seconds: float, jobs: int) -> str:
@@ -100,11 +143,12 @@ def render_batch(results: Sequence[FileResult], seconds: float, jobs: int) -> st
     lines = table(rows, [False, False, True, True, True, True, True])
     totals = batch_totals(results, seconds)
     eyelike = totals["eyelike"]
-    status = "PASSED" if not totals["failed"] else "FAILED"
+    status = _total_status(results)
     lines.append(
         f"{status} | {totals['models']} models: {totals['ok']} ok, {totals['failed']} failed"
         f" | EyeLike: {eyelike['total']} found, {eyelike['folded']} folded,"
         f" {eyelike['inferred']} inferred, {eyelike['kept']} kept"
         f" | Runtime: {seconds:.2f}s with {jobs} process{'es' if jobs > 1 else ''}"
+        + _unrunnable_total(results)
     )
     return "\n".join(lines)

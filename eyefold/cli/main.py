@@ -233,10 +233,10 @@ def _split_positionals(parser: argparse.ArgumentParser, args: argparse.Namespace
             if getattr(args, option) not in (None, []):
                 flag = "--" + option.replace("_", "-")
                 parser.error(f"{flag} is for one model; it takes INPUT OUTPUT")
-    elif args.check_inputs is not None and args.check_shape:
-        parser.error("--check-shape and --check-inputs cannot be combined")
         args.inputs = args.paths
         return True
+    if args.check_inputs is not None and args.check_shape:
+        parser.error("--check-shape and --check-inputs cannot be combined")
     if len(args.paths) != 2:
         parser.error("optimize takes INPUT OUTPUT, or several inputs with --output-dir DIR")
     if args.jobs != 1:

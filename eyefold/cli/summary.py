@@ -222,5 +222,28 @@ def render_optimize(report: Report, record: RunRecord, *, color: bool, command: 
             where += f" + {os.path.basename(record.output.data_path)}"
         lines.append(f"wrote {where} ({record.output.bytes} bytes)")
     seconds = sum(s.seconds for s in report.steps)
-    lines.append(f"PASSED | Runtime: {seconds:.2f}s | Command: {command}")
+    lines.append(f"{_status(report, record)} | Runtime: {seconds:.2f}s | Command: {command}")
     return "\n".join(lines)
+
+
+def _status(report: Report, record: RunRecord) -> str:
+    """``PASSED`` only after a check that passed; else what was written, and what fails.
+
+    E.g. ``WRITTEN o.onnx, 1 EyeLike node cannot run on onnxruntime 1.32.0 (...); not
+    checked (--check runs both models)``.
+    """
+    from eyefold.run_status import CHECK_HINT, RunStatus
+
+    entry = report.extra.get("verdict")
+    if entry is None:  # nothing written: nothing to claim
+        return "NOT CHECKED"
+    status = RunStatus.from_dict(entry)
+    text = status.word
+    if not status.checked and record.output is not None:
+        text += f" {record.output.path}"
+    problem = status.unrunnable_text()
+    if problem:
+        text += f", but {problem}" if status.checked else f", {problem}"
+    if not status.checked:
+        text += f"; not checked ({CHECK_HINT})" if problem else f" (not checked; {CHECK_HINT})"
+    return text
