@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
@@ -136,3 +137,27 @@ def test_an_output_the_target_refuses_like_the_original_falls_back_and_says_so()
     assert result.target_note is not None
     assert result.target_note.startswith("tract cannot run the output (")
     assert result.target_note.endswith("nor the original")
+
+
+def test_a_runtime_whose_own_floats_differ_is_compared_with_itself(tmp_path: Path) -> None:
+    """kornia with float16 inside: OpenVINO's floats are not onnxruntime's, for either model.
+
+    The result is then compared with the original on OpenVINO, where eyefold's change is
+    what differs, not the runtime.
+    """
+    _needs("openvino")
+    _needs("onnxruntime")
+    from eyefold.runtime.runners import runner_for
+
+    source = SAMPLES / "real" / "kornia_dilation_op13_ortf16.onnx"
+    feeds = dict(np.load(source.with_suffix(".inputs.npz")))
+    on_ort = runner_for("onnxruntime")(str(source), feeds)[0]
+    on_openvino = runner_for("openvino")(str(source), feeds)[0]
+    assert not np.allclose(on_openvino, on_ort, rtol=1e-4, atol=1e-5)  # the premise
+    _, check = _check_run(
+        tmp_path, source, "--target-runtime", "openvino", "--check-inputs",
+        str(source.with_suffix(".inputs.npz")),
+    )  # fmt: skip
+    assert check["original_backend"] == check["output_backend"] == "openvino"
+    assert "so the original ran on openvino too" in check["backend_reason"]
+    assert check["tolerances"] == {"FLOAT": {"rtol": 1e-5, "atol": 1e-6}}

@@ -41,6 +41,7 @@ __all__ = [
     "prepare_source",
     "run_both",
     "run_for_target",
+    "run_on",
     "target_missing",
 ]
 
@@ -301,7 +302,7 @@ def _file_of(source: Source, scratch: str, stem: str) -> str:
     return path
 
 
-def _run_on(
+def run_on(
     runtime: str, source: Source, feeds: dict[str, np.ndarray], scratch: str, stem: str
 ) -> dict[str, Any]:
     """``source``'s outputs on ``runtime``, by name.
@@ -349,10 +350,10 @@ def run_for_target(
     if missing is not None:
         return dataclasses.replace(run_both(original, optimized, feeds), target_note=missing)
     try:
-        got = _run_on(target, optimized, feeds, scratch, "output")
+        got = run_on(target, optimized, feeds, scratch, "output")
     except RunError as error:
         try:
-            _run_on(target, original, feeds, scratch, "original")
+            run_on(target, original, feeds, scratch, "original")
         except RunError:
             note = f"{target} cannot run the output ({error}), nor the original"
             return dataclasses.replace(run_both(original, optimized, feeds), target_note=note)
