@@ -237,3 +237,11 @@ def test_dims_the_model_needs_equal_get_a_square_second_size() -> None:
     assert len(result.sizes) == 2
     assert result.sizes[0]["n"] == result.sizes[0]["m"]
     assert result.sizes[1]["n"] == result.sizes[1]["m"] != result.sizes[0]["n"]
+
+
+def test_help_names_the_check_options() -> None:
+    done = run("optimize", "--help")
+    text = " ".join(done.stdout.split())
+    for option in ("--check-shape", "--check-rtol", "--check-atol", "--check-save"):
+        assert option in text
+    assert "inputs_N.npz, original_outputs_N.npz, output_outputs_N.npz" in text

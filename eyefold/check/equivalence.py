@@ -1,17 +1,20 @@
 """``--check``: run the original and the optimized model on random inputs and compare.
 
 Inputs are random, from a fixed seed, in every graph input's element type. A symbolic or
-unknown dim gets its ``--input-shape`` value when pinned, else :data:`DEFAULT_DIM` (the same
-value for every use of one symbolic name): see :mod:`eyefold.check.inputs`.
+unknown dim gets its ``--input-shape`` value when pinned; a model with symbolic dims left
+is checked twice, at :data:`DEFAULT_DIM` and at a second, non-square size, or at the
+``--check-shape`` shapes: see :mod:`eyefold.check.inputs`.
 
 Both models run under onnxruntime when it is installed and can load both; else both run
 under ``onnx.reference.ReferenceEvaluator``, and the result says why (see
-:mod:`eyefold.check.backends`). An optimized model that onnxruntime loads but fails to run
-where the original ran fails the check. Under the reference evaluator
-every output must be bit-identical. Under onnxruntime integer, bool and string outputs must
-be identical too, and floating outputs must agree within :data:`FLOAT_TOLERANCES`: for
-constant operands onnxruntime may pick other kernels (prepacked MatMul weights, fused
-constants) whose rounding differs in the last bits.
+:mod:`eyefold.check.backends`). With a target runtime, the optimized model runs there,
+where it will be deployed. An optimized model that fails to run where the original ran
+fails the check. Under the reference evaluator every output must be bit-identical.
+Otherwise integer, bool and string outputs must be identical too, and floating outputs
+must agree within :data:`FLOAT_TOLERANCES` (onnxruntime: for constant operands it may pick
+other kernels, prepacked MatMul weights or fused constants, whose rounding differs in the
+last bits), or :data:`RUNTIME_FLOAT_TOLERANCES` when another runtime ran the optimized
+model; ``--check-rtol``/``--check-atol`` replace both.
 """
 
 from __future__ import annotations

@@ -214,12 +214,12 @@ def inputs_from_file(model: ir.Model, path: str) -> dict[str, np.ndarray]:
         with np.load(path, allow_pickle=False) as archive:
             feeds = {name: archive[name] for name in archive.files}
     except (OSError, ValueError) as error:
-        raise InputShapeError(f"--check-inputs cannot read {path}: {error}") from None
+        raise EyefoldError(f"--check-inputs cannot read {path}: {error}") from None
     inputs = {v.name or "": v for v in model.graph.inputs if not v.is_initializer()}
     missing = [name for name in inputs if name not in feeds]
     extra = [name for name in feeds if name not in inputs]
     if missing or extra:
-        raise InputShapeError(
+        raise EyefoldError(
             f"--check-inputs {path} must hold one array per graph input"
             f" ({', '.join(inputs)}): missing {missing or 'none'},"
             f" not inputs {extra or 'none'}"
@@ -228,7 +228,7 @@ def inputs_from_file(model: ir.Model, path: str) -> dict[str, np.ndarray]:
         array = feeds[name]
         if not _fits(array, value):
             declared = f"{value.dtype.name if value.dtype else '?'}{value.shape}"
-            raise InputShapeError(
+            raise EyefoldError(
                 f"--check-inputs {path}: {name!r} is {array.dtype}{list(array.shape)}, the"
                 f" model declares {declared}"
             )

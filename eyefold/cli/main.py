@@ -203,8 +203,8 @@ def _tolerance(text: str) -> float:
 _CHECK_OPTIONS = ("check_inputs", "check_shape", "check_rtol", "check_atol", "check_save")
 
 
-def _check_settings(args: argparse.Namespace) -> CheckSettings | None:
-    """What the ``--check-*`` options ask of the check (None: defaults)."""
+def _check_settings(args: argparse.Namespace) -> CheckSettings:
+    """What the ``--check-*`` options ask of the check."""
     from eyefold.check.settings import CheckSettings
 
     shapes: dict[str, list[list[int]]] = {}
