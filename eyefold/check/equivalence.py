@@ -485,7 +485,9 @@ def check_equivalence(
                     diffs[name] = max(diff, diffs.get(name, 0.0))
         finally:  # a failed check is saved too, to replay
             saved = save_runs(settings.save_dir, [(f, r.want, r.got) for r, f, _ in runs])
-    settled = [r for r, _, _ in runs if r.backend == r.ran_output_on != runs[0][0].backend]
+    # A run whose original had to run on the target runtime too (see _judge) is the one
+    # the result describes.
+    settled = [r for r, _, _ in runs if r.output_backend and r.backend == r.output_backend]
     run, feeds, _ = runs[0]
     run = settled[0] if settled else run
     tolerances = _tolerances(run, settings)
