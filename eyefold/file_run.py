@@ -103,10 +103,7 @@ def optimize_file(
     with_data = external_data or bool(run.data_files) or _may_not_fit(run, input_path)
     result = _saved_form(run, input_path, check=check, with_data=with_data)
     if check:
-        settings = dataclasses.replace(
-            check_settings or _default_settings(),
-            target_runtime=options.target_runtime,
-        )
+        settings = _check_settings(check_settings, options.target_runtime)
         _check(input_path, result, output_path, record, check_inputs, settings)
     with record.step("save", f"saving {output_path}"):
         staged = _StagedReport(report_path, record, run.after)
@@ -216,10 +213,11 @@ def _check(
         )
 
 
-def _default_settings() -> CheckSettings:
+def _check_settings(given: CheckSettings | None, target_runtime: str | None) -> CheckSettings:
+    """The user's check settings, with the runtime the result is made for."""
     from eyefold.check.settings import CheckSettings
 
-    return CheckSettings()
+    return dataclasses.replace(given or CheckSettings(), target_runtime=target_runtime)
 
 
 def inspect_file(input_path: str, options: PipelineOptions, record: RunRecord) -> Report:
