@@ -161,3 +161,14 @@ def test_a_runtime_whose_own_floats_differ_is_compared_with_itself(tmp_path: Pat
     assert check["original_backend"] == check["output_backend"] == "openvino"
     assert "so the original ran on openvino too" in check["backend_reason"]
     assert check["tolerances"] == {"FLOAT": {"rtol": 1e-5, "atol": 1e-6}}
+
+
+def test_a_runtime_that_aborts_is_one_error_line(tmp_path: Path) -> None:
+    """tract aborts the process on a GatherND index out of range (random indices)."""
+    _needs("tract")
+    output = tmp_path / "o.onnx"
+    source = SAMPLES / "real" / "hippynn_quad_dynamo.onnx"
+    done = run("optimize", str(source), str(output), "--check", "--target-runtime", "tract")
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("eyefold: error: ")
+    assert "--check-inputs" in done.stderr and not output.exists()

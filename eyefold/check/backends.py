@@ -27,11 +27,12 @@ import onnx
 import onnx.reference
 import onnx_ir as ir
 
+from eyefold.check.isolated import run_isolated
 from eyefold.check.lowered import lower_unrunnable
 from eyefold.errors import CheckFailedError, EyefoldError, error_text
 from eyefold.model_files import external_data_files, save_model, tensor_bytes
 from eyefold.model_files.save import INLINE_LIMIT_BYTES
-from eyefold.runtime.runners import RUNNERS, RunError, missing_reason, runner_for
+from eyefold.runtime.runners import RUNNERS, RunError, missing_reason
 
 __all__ = [
     "ORT",
@@ -320,7 +321,7 @@ def run_on(
         except Exception as error:
             raise RunError("run", error) from None
     path = _file_of(source, scratch, stem)
-    outputs = runner_for(runtime)(path, feeds)
+    outputs = run_isolated(runtime, path, feeds, scratch)
     names = [o.name for o in onnx.load(path, load_external_data=False).graph.output]
     if len(names) != len(outputs):
         raise RunError("fetch", ValueError(f"{len(outputs)} outputs for {len(names)} names"))
