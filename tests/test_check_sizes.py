@@ -21,7 +21,7 @@ from onnx import TensorProto, helper
 
 from eyefold.check.equivalence import check_equivalence
 from eyefold.check.settings import CheckSettings
-from eyefold.errors import CheckFailedError
+from eyefold.errors import CheckFailedError, EyefoldError
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_models"
 DYNAMIC = SAMPLES / "dynamic_batch.onnx"  # x: FLOAT[batch, 6]
@@ -245,3 +245,20 @@ def test_help_names_the_check_options() -> None:
     for option in ("--check-shape", "--check-rtol", "--check-atol", "--check-save"):
         assert option in text
     assert "inputs_N.npz, original_outputs_N.npz, output_outputs_N.npz" in text
+
+
+def test_a_model_that_runs_at_one_size_only_is_checked_there_and_says_so() -> None:
+    """x[n] + c[2] runs only at n = 2 (or 1): the second size is left out, not failed."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    c = helper.make_tensor("c", TensorProto.FLOAT, [2], [1.0, 2.0])
+    graph = helper.make_graph([helper.make_node("Add", ["x", "c"], ["y"])], "g", [x], [y], [c])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    result = check_equivalence(model, model)
+    assert result.sizes == [{"n": 2}]
+    assert result.unchecked_size is not None
+    assert result.unchecked_size.startswith("the original does not run at n=")
+    assert "; no second size: the original does not run at n=" in result.describe()
+    # A size the user chose is not left out: it fails.
+    with pytest.raises(EyefoldError, match="cannot run the original"):
+        check_equivalence(model, model, settings=CheckSettings(shapes={"x": [[2], [5]]}))

@@ -114,6 +114,8 @@ class CheckResult:
         sizes: the size of every symbolic dim, per check (one dict per check run).
         shapes: the shape fed to each graph input, per check.
         saved: the ``.npz`` files written by ``--check-save``.
+        unchecked_size: why the automatic second size was not checked (the original
+            does not run there), None when it was or none was needed.
     """
 
     backend: str
@@ -135,6 +137,7 @@ class CheckResult:
     sizes: list[dict[str, int]] = dataclasses.field(default_factory=list)
     shapes: list[dict[str, list[int]]] = dataclasses.field(default_factory=list)
     saved: list[str] = dataclasses.field(default_factory=list)
+    unchecked_size: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The ``check`` entry of the JSON report."""
@@ -185,6 +188,8 @@ class CheckResult:
                 ", ".join(f"{k}={v}" for k, v in sizes.items()) for sizes in self.sizes
             )
             line += f"; symbolic dims at {runs} (choose with --check-shape)"
+        if self.unchecked_size:
+            line += f"; no second size: {self.unchecked_size}"
         if self.saved:
             line += f"; saved in {os.path.dirname(self.saved[0])}"
         return line
@@ -409,6 +414,44 @@ def _feeds(
     return feeds, used, defaulted
 
 
+def _sizes_text(sizes: dict[str, int]) -> str:
+    return ", ".join(f"{name}={size}" for name, size in sizes.items())
+
+
+def _second_size(
+    model: ir.Model,
+    settings: CheckSettings,
+    index: int,
+    seed: int,
+    sizes: dict[str, int],
+    error: EyefoldError,
+    sources: tuple[Source, Source],
+    scratch: str,
+) -> tuple[Run, dict[str, np.ndarray], dict[str, int]] | str:
+    """The automatic second check when the original does not run at its non-square size.
+
+    The model may need some symbolic dims equal: they are tried all at 3. A model whose
+    original runs at no second size (a dim that must be 2) is not made to fail by a size
+    it was never meant for: the reason is returned instead, and the summary says it.
+
+    Raises:
+        CheckFailedError: the original runs at the square size and the result does not.
+    """
+    why = f"the original does not run at {_sizes_text(sizes)} ({error})"
+    if len(set(sizes.values())) < 2:
+        return why
+    try:
+        feeds, square, _ = _feeds(model, settings, index, seed=seed, square=True)
+        return _run(*sources, feeds, settings, scratch), feeds, square
+    except CheckFailedError:
+        raise
+    except EyefoldError as again:
+        return (
+            f"the original does not run at {_sizes_text(sizes)}, nor with those dims"
+            f" equal ({again})"
+        )
+
+
 def check_equivalence(
     original: ir.Model | onnx.ModelProto | str | os.PathLike[str],
     optimized: ir.Model | onnx.ModelProto,
@@ -455,9 +498,12 @@ def check_equivalence(
     defaulted: dict[str, int] = {}
     diffs: dict[str, float] = {}
     saved: list[str] = []
+    unchecked: str | None = None
     with tempfile.TemporaryDirectory(prefix="eyefold-check-", dir=workdir) as scratch:
         optimized_source = prepare_source(optimized, scratch, "optimized")
         original_source = prepare_source(original, scratch, "original")
+        sources = (original_source, optimized_source)
+        automatic_from = max((len(s) for s in settings.shapes.values()), default=1)
         for index in range(count):
             feeds, sizes, first_defaulted = _feeds(
                 optimized_model, settings, index, seed=seed, square=False
@@ -466,14 +512,16 @@ def check_equivalence(
                 run = _run(original_source, optimized_source, feeds, settings, scratch)
             except CheckFailedError:
                 raise
-            except EyefoldError:
-                if index == 0 or len(set(sizes.values())) < 2:
+            except EyefoldError as error:
+                if index < automatic_from:  # the first size, or one the user chose
                     raise
-                # The model may need some symbolic dims equal: the second size, square.
-                feeds, sizes, _ = _feeds(
-                    optimized_model, settings, index, seed=seed, square=True
+                second = _second_size(
+                    optimized_model, settings, index, seed, sizes, error, sources, scratch
                 )
-                run = _run(original_source, optimized_source, feeds, settings, scratch)
+                if isinstance(second, str):
+                    unchecked = second
+                    break
+                run, feeds, sizes = second
             if index == 0:
                 defaulted = first_defaulted
             runs.append((run, feeds, sizes))
@@ -514,4 +562,5 @@ def check_equivalence(
         sizes=[sizes for _, _, sizes in runs],
         shapes=[{n: list(a.shape) for n, a in f.items()} for _, f, _ in runs],
         saved=saved,
+        unchecked_size=unchecked,
     )
