@@ -3,17 +3,17 @@
 A native runtime can take the whole process down: tract aborts on a panic in a kernel
 (GatherND with an index out of range: "thread caused non-unwinding panic. aborting"), and
 its panic message and backtrace go straight to file descriptor 2. ``--check`` must end in
-an outcome and one ``eyefold: error:`` line, so these runtimes run in a child process
-(``python -m eyefold.check.isolated RUNTIME MODEL INPUTS OUTPUTS``) that reads the inputs
-from and writes the outputs to ``.npz`` files; a crash is a :class:`RunError` like any
-other refusal. bfloat16 arrays travel as their uint16 bits (npz has no bfloat16).
+an outcome and one ``eyefold: error:`` line, so these runtimes run in a spawned child
+process that reads the inputs from and writes the outputs to ``.npz`` files, its own
+output kept in a file; a crash is a :class:`RunError` like any other refusal. bfloat16
+arrays travel as their uint16 bits (npz has no bfloat16).
 """
 
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
-import subprocess
 import sys
 from collections.abc import Mapping
 
@@ -24,7 +24,7 @@ from eyefold.runtime.runners import RunError, runner_for
 
 __all__ = ["run_isolated"]
 
-# The child's exit status when the runtime raised a RunError (its message on stdout).
+# The child's exit status when the runtime raised a RunError (its message in a file).
 _REFUSED = 3
 _BFLOAT16_KEY = "__bfloat16__"
 
@@ -56,48 +56,62 @@ def _load(path: str) -> dict[str, np.ndarray]:
 def run_isolated(
     runtime: str, model_path: str, feeds: Mapping[str, np.ndarray], scratch: str
 ) -> list[np.ndarray]:
-    """The model's outputs on ``runtime``, run in a child process.
+    """The model's outputs on ``runtime``, run in a spawned child process.
 
     Raises:
         RunError: the runtime refused or failed the model, or its process crashed.
     """
-    inputs = os.path.join(scratch, "isolated_inputs.npz")
-    outputs = os.path.join(scratch, "isolated_outputs.npz")
-    _save(inputs, feeds)
-    package_root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
-    path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
-    done = subprocess.run(
-        [sys.executable, "-m", "eyefold.check.isolated", runtime, model_path, inputs, outputs],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": path},
-        check=False,
+    paths = {
+        name: os.path.join(scratch, f"isolated_{name}")
+        for name in ("inputs.npz", "outputs.npz", "refusal.txt", "stderr.txt")
+    }
+    _save(paths["inputs.npz"], feeds)
+    child = multiprocessing.get_context("spawn").Process(
+        target=_child, args=(runtime, model_path, paths), daemon=True
     )
-    if done.returncode == _REFUSED:
-        raise RelayedRunError(done.stdout.strip())
-    if done.returncode != 0:
-        lines = [line for line in done.stderr.splitlines() if line.strip()]
-        why = next((line for line in lines if "panicked" in line or "Error" in line), None)
+    child.start()
+    child.join()
+    if child.exitcode == _REFUSED:
+        with open(paths["refusal.txt"], encoding="utf-8") as file:
+            raise RelayedRunError(file.read().strip())
+    if child.exitcode != 0:
         raise RelayedRunError(
-            f"run: {runtime}'s process ended with status {done.returncode}"
-            + (f" ({why.strip()})" if why else ""),
+            f"run: {runtime}'s process ended with status {child.exitcode}"
+            + _crash_line(paths["stderr.txt"]),
             stage="run",
         )
-    arrays = _load(outputs)
+    arrays = _load(paths["outputs.npz"])
     return [arrays[str(index)] for index in range(len(arrays))]
 
 
-def main(argv: list[str]) -> int:
-    """The child: runs the model, writes its outputs; exit 3 with the message if refused."""
-    runtime, model_path, inputs, outputs = argv
+def _crash_line(path: str) -> str:
+    """`` (the panic's message)`` from the child's stderr, or "" when there is none."""
     try:
-        results = runner_for(runtime)(model_path, _load(inputs))
+        with open(path, encoding="utf-8", errors="replace") as file:
+            lines = [line.strip() for line in file if line.strip()]
+    except OSError:
+        return ""
+    panic = next((i for i, line in enumerate(lines) if "panicked at" in line), None)
+    if panic is not None and panic + 1 < len(lines):
+        return f" ({lines[panic + 1]})"
+    return f" ({lines[-1]})" if lines else ""
+
+
+def _child(runtime: str, model_path: str, paths: dict[str, str]) -> None:
+    """Runs the model, writes its outputs; exits with 3 and the message when refused.
+
+    The child's file descriptors 1 and 2 go to a file: a native runtime's own messages
+    (a panic, a backtrace) are read from there, never shown.
+    """
+    log = os.open(paths["stderr.txt"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    try:
+        results = runner_for(runtime)(model_path, _load(paths["inputs.npz"]))
     except RunError as error:
-        print(error)
-        return _REFUSED
-    _save(outputs, {str(index): np.asarray(array) for index, array in enumerate(results)})
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+        with open(paths["refusal.txt"], "w", encoding="utf-8") as file:
+            file.write(str(error))
+        sys.exit(_REFUSED)
+    arrays = {str(index): np.asarray(array) for index, array in enumerate(results)}
+    _save(paths["outputs.npz"], arrays)
