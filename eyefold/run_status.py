@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from eyefold.report import NodeOutcome
+from typing import Any, Protocol
 
 __all__ = ["CHECK_HINT", "RunStatus", "run_status"]
 
@@ -63,7 +60,16 @@ class RunStatus:
         return cls(**{f.name: entry[f.name] for f in dataclasses.fields(cls)})
 
 
-def _left_unrunnable(nodes: Sequence[NodeOutcome]) -> int:
+class _Outcome(Protocol):
+    """What the status reads of a report's node (``eyefold.report.NodeOutcome``)."""
+
+    action: str
+    runtime_supported: bool | None
+    legalized: bool
+    lowered: bool
+
+
+def _left_unrunnable(nodes: Sequence[_Outcome]) -> int:
     """EyeLike nodes in the output that the runtime judged it cannot run, as they are."""
     return sum(
         node.action in ("inferred", "kept")
@@ -75,7 +81,7 @@ def _left_unrunnable(nodes: Sequence[NodeOutcome]) -> int:
 
 
 def run_status(
-    nodes: Sequence[NodeOutcome], runtime: dict[str, Any] | None, *, checked: bool
+    nodes: Sequence[_Outcome], runtime: dict[str, Any] | None, *, checked: bool
 ) -> RunStatus:
     """The status of a run from its report's nodes and runtime entry.
 
