@@ -8,19 +8,23 @@ The command line builds one from its arguments, ``eyefold.optimize`` from its ke
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, TypeAlias
 
 from eyefold.core.limits import DEFAULT_SIZE_LIMIT_BYTES
 from eyefold.errors import EyefoldError
+from eyefold.runtime.installed import SUPPORTED_RUNTIMES
 
 if TYPE_CHECKING:
     from eyefold.core.input_shapes import InputShape
+    from eyefold.upgrade.target import UpgradeTarget
 
 __all__ = [
     "DEFAULT_SIZE_LIMIT_BYTES",
     "DEFAULT_TARGET_OPSET",
     "LOWERED_RUNTIMES",
+    "TARGET_RUNTIMES",
     "InputShapesArg",
     "PipelineOptions",
 ]
@@ -30,6 +34,8 @@ DEFAULT_TARGET_OPSET = 22
 # TensorRT's parser takes EyeLike only with static input dims, and folding has already
 # turned those into constants.
 LOWERED_RUNTIMES = ("tensorrt",)
+# Every runtime ``target_runtime`` accepts, in the order the command line lists them.
+TARGET_RUNTIMES = (*SUPPORTED_RUNTIMES, *LOWERED_RUNTIMES)
 
 # What ``input_shapes`` accepts: {"x": [1, 3, "n"]}, ["x:1,3,n"], or InputShape objects.
 InputShapesArg: TypeAlias = "Mapping[str, Sequence[int | str]] | Sequence[InputShape | str]"
@@ -67,7 +73,8 @@ class PipelineOptions:
     """What one eyefold run does; validated when built.
 
     Attributes:
-        target_opset: default-domain opset to upgrade to (raised, never lowered).
+        target_opset: default-domain opset to upgrade to (raised, never lowered; with
+            ``target_runtime="onnxruntime"``, capped to what the installed release loads).
         upgrade: whether to upgrade the opset.
         fold: whether to fold static EyeLike nodes into constants.
         size_limit: largest folded output, in bytes.
@@ -100,6 +107,22 @@ class PipelineOptions:
     relaxed: bool = False
     lower_eyelike: bool = False
 
+    @functools.cached_property
+    def upgrade_target(self) -> UpgradeTarget:
+        """The opset the upgrade raises to.
+
+        ``target_opset``, capped with ``target_runtime="onnxruntime"`` to what the
+        installed release loads.
+        """
+        from eyefold.upgrade.target import upgrade_target
+
+        runtime = self.target_runtime
+        if runtime != "onnxruntime":  # the only runtime whose limits are known by version
+            return upgrade_target(self.target_opset, runtime, None)
+        from eyefold.runtime.installed import installed_version
+
+        return upgrade_target(self.target_opset, runtime, installed_version(runtime))
+
     @property
     def lowers(self) -> bool:
         """Whether the run lowers the EyeLike nodes left (asked, or for TensorRT)."""
@@ -110,7 +133,6 @@ class PipelineOptions:
         # importing onnx-ir (``eyefold --help`` imports nothing heavy).
         from eyefold.core.eyelike_types import EYELIKE_MIN_OPSET
         from eyefold.rule_registry import select_rules
-        from eyefold.runtime.support import check_runtime
         from eyefold.upgrade.target import check_target_opset
 
         size = self.size_limit
@@ -122,8 +144,11 @@ class PipelineOptions:
             error=EyefoldError,
             what="target_opset",
         )
-        if self.target_runtime is not None and self.target_runtime not in LOWERED_RUNTIMES:
-            check_runtime(self.target_runtime)
+        runtime = self.target_runtime
+        if runtime is not None and runtime not in TARGET_RUNTIMES:
+            raise EyefoldError(
+                f"unknown target runtime {runtime!r}; supported: {', '.join(TARGET_RUNTIMES)}"
+            )
         object.__setattr__(self, "input_shapes", _input_shapes(self.input_shapes))
         if self.rules is not None:
             if isinstance(self.rules, str):

@@ -74,7 +74,7 @@ def pipeline_steps(options: PipelineOptions | None = None) -> list[Step]:
     if options.upgrade:
         # Before shape inference: onnx propagates shape data through Unsqueeze, Concat,
         # Squeeze, Slice and Cast only from opset 13 (eyefold's shape values do below).
-        steps.append(Step("upgrade", UpgradeOpsetPass(options.target_opset)))
+        steps.append(Step("upgrade", UpgradeOpsetPass(options.upgrade_target)))
     inference = InferEyeLikeInputShapesPass(_rule_operands(options))
     steps.append(Step("infer-input-shapes", inference))
     steps.append(Step("census", TakeEyeLikeCensusPass()))
@@ -162,6 +162,7 @@ def run_steps(
     record = RunRecord() if record is None else record
     if record.opset_before is None:
         record.opset_before = default_opset(model.opset_imports)
+        record.ir_version_before = model.ir_version
     if alone:
         sort_first(model, record)
     first = len(record.steps)
@@ -172,6 +173,7 @@ def run_steps(
         record.add(StepEntry(step.name, seconds, Stage.PIPELINE, result.modified, result))
         model = result.model
     record.opset_after = default_opset(model.opset_imports)
+    record.ir_version_after = model.ir_version
     entries = record.steps[first:]
     modified = any(entry.modified for entry in entries)
     report = build_report(record) if alone else None

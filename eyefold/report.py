@@ -35,7 +35,8 @@ class NodeOutcome:
         name: node name ("" when unnamed).
         graph: scope path, e.g. ``main`` or ``main/if.then_branch``.
         action: "folded", "inferred", "kept" or "removed" (merged into another node by a
-            rule, or left without users by one; the reason names it).
+            rule, left without users by one, or lowered into primitive ops; the reason
+            names it). ``inferred`` and ``kept`` nodes are the EyeLike nodes left.
         reason: why.
         shape: input shape (ints, symbolic names, None for unknown dims) or None.
         dtype: output element type name, None when unknown.
@@ -165,6 +166,11 @@ def build_report(record: RunRecord) -> Report:
         if isinstance(entry.result, ReportsInto):
             entry.result.report_into(facts)
     report.warnings.extend(facts.warnings)
+    if facts.notes:
+        report.extra["notes"] = list(facts.notes)
+    loads_on = _loads_on(record)
+    if loads_on is not None:
+        report.extra["loads_on"] = loads_on
     left_outcomes = [NodeOutcome.from_facts(f) for f in facts.left]
     report.nodes = [NodeOutcome.from_facts(f) for f in facts.folded] + left_outcomes
     report.nodes.extend(_removed(facts.found, [*facts.folded, *facts.left], facts.removed_by))
@@ -190,6 +196,27 @@ def _add_status(report: Report, record: RunRecord) -> None:
         report.nodes, report.extra.get("runtime"), checked=record.check is not None
     )
     report.extra["verdict"] = status.to_dict()
+
+
+def _loads_on(record: RunRecord) -> dict[str, Any] | None:
+    """The oldest runtimes that load the result, when the run raised its opset or IR version.
+
+    A user deploying on an older runtime learns the cost of the upgrade here, not from
+    the runtime's error (``Unsupported model IR version``).
+    """
+    from eyefold.runtime.versions import oldest_onnxruntime
+
+    opset, ir_version = record.opset_after, record.ir_version_after
+    if opset is None or ir_version is None:
+        return None
+    raised = record.opset_before is not None and opset > record.opset_before
+    if not raised and ir_version <= (record.ir_version_before or ir_version):
+        return None
+    return {
+        "opset": {"before": record.opset_before, "after": opset},
+        "ir_version": {"before": record.ir_version_before, "after": ir_version},
+        "onnxruntime": oldest_onnxruntime(opset, ir_version),
+    }
 
 
 def _add_declines(
@@ -284,9 +311,10 @@ def _add_later_outcomes(
 ) -> None:
     """What the lowering and the runtime check found, per node; summary and warnings."""
     for node_outcome, lowered in _matched(rows, lowering or []):
-        node_outcome.lowered = lowered.lowered
         node_outcome.runtime_note = lowered.note
-        if not lowered.lowered:
+        if lowered.lowered:
+            _mark_lowered(node_outcome)
+        else:
             report.warnings.append(
                 f"EyeLike {lowered.name!r} in {lowered.scope} was not lowered: {lowered.note}"
             )
@@ -295,8 +323,9 @@ def _add_later_outcomes(
     for node_outcome, checked in _matched(rows, runtime.outcomes):
         node_outcome.runtime_supported = checked.runs
         node_outcome.legalized = checked.legalized
-        node_outcome.lowered = node_outcome.lowered or checked.lowered
         node_outcome.runtime_note = checked.note
+        if checked.lowered and not node_outcome.lowered:
+            _mark_lowered(node_outcome)
     support = runtime.support
     assert support is not None
     report.extra["runtime"] = {
@@ -313,6 +342,17 @@ def _add_later_outcomes(
         report.extra["runtime"]["measured"] = support.measured
     report.warnings.extend(_runtime_warnings(runtime))
     report.warnings.extend(_lacked_warnings(report.nodes, runtime))
+
+
+def _mark_lowered(outcome: NodeOutcome) -> None:
+    """A lowered EyeLike is ``removed``: no EyeLike is left of it, only the ops it became.
+
+    So ``inferred`` + ``kept`` count the EyeLike nodes the result still has. The reason
+    says what the node became, then why it could not fold.
+    """
+    outcome.lowered = True
+    outcome.action = "removed"
+    outcome.reason = f"{outcome.runtime_note}; {outcome.reason}"
 
 
 def _lacked_warnings(nodes: Sequence[NodeOutcome], runtime: RuntimeVerdicts) -> list[str]:

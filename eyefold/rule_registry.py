@@ -59,7 +59,7 @@ def select_rules(
         if blocked:
             raise UnknownRuleError(
                 f"rule {', '.join(blocked)} is relaxed (not exact for inf, NaN and -0.0);"
-                " enable relaxed rules (--relaxed) to run it"
+                " enable relaxed rules (relaxed=True) to run it"
             )
     return tuple(s for s in chosen if phase is None or s.phase == phase)
 

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import onnx_ir as ir
 
     from eyefold.core.model_stats import ModelStats
+    from eyefold.core.run_facts import ReportsInto
 
 __all__ = ["LONG_STEP_SECONDS", "RunRecord", "Stage", "StepEntry"]
 
@@ -47,14 +48,15 @@ class StepEntry:
         seconds: its wall time.
         stage: where the report lists it.
         modified: whether it changed the model.
-        result: the pass's result, for pipeline steps run as a pass.
+        result: the pass's result, for pipeline steps run as a pass (or what a step done
+            outside the passes has for the report).
     """
 
     name: str
     seconds: float
     stage: Stage
     modified: bool = False
-    result: ir.passes.PassResult | None = None
+    result: ir.passes.PassResult | ReportsInto | None = None
 
 
 @dataclasses.dataclass
@@ -65,6 +67,8 @@ class RunRecord:
         steps: the steps, in the order they ran.
         opset_before: default-domain opset of the model as given (None: not imported).
         opset_after: default-domain opset of the result.
+        ir_version_before: the model's IR version as given (None: not read yet).
+        ir_version_after: the result's IR version.
         route: how the file path took the model (the report's ``neighbourhood`` or
             ``whole_model`` key).
         before: stats of the input model, when counted.
@@ -79,6 +83,8 @@ class RunRecord:
     steps: list[StepEntry] = dataclasses.field(default_factory=list)
     opset_before: int | None = None
     opset_after: int | None = None
+    ir_version_before: int | None = None
+    ir_version_after: int | None = None
     route: dict[str, Any] = dataclasses.field(default_factory=dict)
     before: ModelStats | None = None
     after: ModelStats | None = None

@@ -57,7 +57,7 @@ def test_parse_accepts(spec: str, name: str, dims: tuple[int | str, ...]) -> Non
     ids=["no-colon", "no-name", "negative", "empty-dim", "float", "junk", "bad-symbol"],
 )
 def test_parse_rejects(spec: str) -> None:
-    with pytest.raises(InputShapeError, match="--input-shape"):
+    with pytest.raises(InputShapeError, match="input_shapes"):
         parse_input_shape(spec)
 
 

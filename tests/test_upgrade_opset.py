@@ -187,7 +187,7 @@ def test_nearest_resize_with_mixed_scales_is_a_clear_error(upgrade_models):
     mixed = upgrade_models.resize_model(
         10, [1.0, 1.0, 2.0, 0.5], "nearest", ([1, 1, 4, 4], [1, 1, 8, 2])
     )
-    with pytest.raises(UpgradeError, match=r"rounds down.*--no-upgrade"):
+    with pytest.raises(UpgradeError, match=r"rounds down.*upgrade=False"):
         _upgrade(mixed, 22)
     # Enlarging every axis maps exactly (see the corpus); only the mixed case is refused.
     enlarging = upgrade_models.resize_model(
@@ -403,7 +403,7 @@ def test_torch_eye_chain_at_opset_9_folds_with_and_without_the_upgrade(upgrade_m
 def test_converter_rejecting_the_model_is_an_error_and_leaves_the_model_alone(upgrade_models):
     model = ir.serde.deserialize_model(upgrade_models.unsqueeze_with_axes_attribute_at_13())
     before = ir.serde.serialize_model(model).SerializeToString(deterministic=True)
-    with pytest.raises(UpgradeError, match=r"opset 13 to 22.*Unsqueeze.*--no-upgrade"):
+    with pytest.raises(UpgradeError, match=r"opset 13 to 22.*Unsqueeze.*upgrade=False"):
         UpgradeOpsetPass(22)(model)
     assert ir.serde.serialize_model(model).SerializeToString(deterministic=True) == before
 
@@ -441,7 +441,7 @@ def test_converter_failure_names_the_op_and_leaves_the_model_alone(upgrade_model
         helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
     )
     before = ir.serde.serialize_model(model).SerializeToString(deterministic=True)
-    with pytest.raises(UpgradeError, match=r"NotAnOnnxOp.*11.*22.*--no-upgrade"):
+    with pytest.raises(UpgradeError, match=r"NotAnOnnxOp.*11.*22.*upgrade=False"):
         UpgradeOpsetPass(22)(model)
     assert ir.serde.serialize_model(model).SerializeToString(deterministic=True) == before
 
@@ -454,7 +454,7 @@ def test_function_attribute_reference_on_a_changed_op_is_an_error_naming_the_fun
         model = upgrade_models.function_with_reference(
             op, attr, opset, grid_sample=grid_sample
         )
-        pattern = rf"function pkg\.corpus::Ref.*{op}.*{opset} to 22.*--no-upgrade"
+        pattern = rf"function pkg\.corpus::Ref.*{op}.*{opset} to 22.*upgrade=False"
         with pytest.raises(UpgradeError, match=pattern):
             _upgrade(model, 22)
 

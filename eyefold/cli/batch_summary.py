@@ -1,11 +1,11 @@
 """What a batch run shows a person: a progress bar, one row per model, a total line.
 
 The table goes to stdout (one row per model: status (``passed`` when checked, else
-``written``, and the EyeLike nodes its runtime cannot run), EyeLike folded/inferred/kept,
-opset before and after, seconds), each failure's one-line error to stderr as it happens,
-and the progress bar to stderr only when it is a terminal. :func:`batch_report` is the
-``--report`` JSON: each model's report in the single-model schema, plus its path, status
-and error.
+``written``, and the EyeLike nodes its runtime cannot run), EyeLike
+folded/inferred/kept/removed, opset before and after, seconds), each failure's one-line
+error to stderr as it happens, and the progress bar to stderr only when it is a terminal.
+:func:`batch_report` is the ``--report`` JSON: each model's report in the single-model
+schema, plus its path, status and error.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any, TextIO
 
 from eyefold.batch import FileResult
 from eyefold.cli.summary import table
+from eyefold.core.option_names import cli_spelling
 from eyefold.core.progress import Progress
 from eyefold.report import Report
 from eyefold.run_status import CHECK_HINT, RunStatus
@@ -23,7 +24,7 @@ from eyefold.run_status import CHECK_HINT, RunStatus
 __all__ = ["BatchProgress", "batch_report", "batch_totals", "render_batch"]
 
 _BAR_WIDTH = 24
-_COUNTED = ("total", "folded", "inferred", "kept")
+_COUNTED = ("total", "folded", "inferred", "kept", "removed")
 
 
 class BatchProgress:
@@ -37,7 +38,8 @@ class BatchProgress:
         """Called as each model finishes (``optimize_files(on_result=...)``)."""
         if result.status == "failed":
             self.bar.clear()
-            print(f"eyefold: error: {result.input}: {result.error}", file=self.stream)
+            error = cli_spelling(result.error or "")
+            print(f"eyefold: error: {result.input}: {error}", file=self.stream)
         filled = _BAR_WIDTH * done // max(total, 1)
         bar = "#" * filled + "-" * (_BAR_WIDTH - filled)
         self.bar(f"[{bar}] {done}/{total} {os.path.basename(result.input)}")
@@ -81,7 +83,7 @@ def _row(result: FileResult) -> list[str]:
     counts = _counts(result)
     report = result.report
     if counts is None or report is None:
-        return [result.input, "FAILED", "-", "-", "-", "-", f"{result.seconds:.2f}"]
+        return [result.input, "FAILED", "-", "-", "-", "-", "-", f"{result.seconds:.2f}"]
     opset = f"{report.opset_before}" + (
         f"->{report.opset_after}" if report.opset_after != report.opset_before else ""
     )
@@ -91,6 +93,7 @@ def _row(result: FileResult) -> list[str]:
         str(counts["folded"]),
         str(counts["inferred"]),
         str(counts["kept"]),
+        str(counts["removed"]),
         opset,
         f"{result.seconds:.2f}",
     ]
@@ -138,16 +141,17 @@ def _unrunnable_total(results: Sequence[FileResult]) -> str:
 
 def render_batch(results: Sequence[FileResult], seconds: float, jobs: int) -> str:
     """One row per model and a total line."""
-    header = ["MODEL", "STATUS", "FOLDED", "INFERRED", "KEPT", "OPSET", "SECONDS"]
+    header = ["MODEL", "STATUS", "FOLDED", "INFERRED", "KEPT", "REMOVED", "OPSET", "SECONDS"]
     rows = [header, *(_row(result) for result in results)]
-    lines = table(rows, [False, False, True, True, True, True, True])
+    lines = table(rows, [False, False, True, True, True, True, True, True])
     totals = batch_totals(results, seconds)
     eyelike = totals["eyelike"]
     status = _total_status(results)
     lines.append(
         f"{status} | {totals['models']} models: {totals['ok']} ok, {totals['failed']} failed"
         f" | EyeLike: {eyelike['total']} found, {eyelike['folded']} folded,"
-        f" {eyelike['inferred']} inferred, {eyelike['kept']} kept"
+        f" {eyelike['inferred']} inferred, {eyelike['kept']} kept,"
+        f" {eyelike['removed']} removed"
         f" | Runtime: {seconds:.2f}s with {jobs} process{'es' if jobs > 1 else ''}"
         + _unrunnable_total(results)
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import shlex
 import sys
 import traceback
@@ -17,15 +18,16 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from eyefold import __version__
+from eyefold.cli.log_lines import configure_logging
+from eyefold.core.option_names import cli_spelling
 from eyefold.errors import EyefoldError
 from eyefold.file_run import error_line
 from eyefold.options import (
     DEFAULT_SIZE_LIMIT_BYTES,
     DEFAULT_TARGET_OPSET,
-    LOWERED_RUNTIMES,
+    TARGET_RUNTIMES,
     PipelineOptions,
 )
-from eyefold.runtime.installed import SUPPORTED_RUNTIMES
 
 if TYPE_CHECKING:
     from eyefold.check.settings import CheckSettings
@@ -69,7 +71,7 @@ def _build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"eyefold {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log and show tracebacks")
+    _add_verbose(parser, default=False)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     _add_optimize_parser(commands)
@@ -79,14 +81,27 @@ def _build_parser() -> argparse.ArgumentParser:
         epilog="example:\n  eyefold inspect model.onnx --json",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    _add_verbose(inspect)
     inspect.add_argument("input", metavar="INPUT", help="model to read")
     _add_pipeline_options(inspect)
     inspect.add_argument("--json", action="store_true", help="print the report as JSON")
 
-    commands.add_parser(
+    rules = commands.add_parser(
         "rules", help="list the rewrite rules with their exactness, phase and identity"
     )
+    _add_verbose(rules)
     return parser
+
+
+def _add_verbose(parser: argparse.ArgumentParser, default: object = argparse.SUPPRESS) -> None:
+    """``-v`` on the command and on each subcommand, so it may come before or after it.
+
+    A subcommand's ``-v`` sets the flag only when given (SUPPRESS), so it never resets one
+    given before the subcommand.
+    """
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", default=default, help="log and show tracebacks"
+    )
 
 
 _OPTIMIZE_USAGE = """\
@@ -102,6 +117,7 @@ def _add_optimize_parser(commands: argparse._SubParsersAction) -> None:
         epilog=_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    _add_verbose(optimize)
     optimize.add_argument(
         "paths",
         nargs="+",
@@ -284,7 +300,7 @@ def _add_pipeline_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--target-runtime",
-        choices=(*SUPPORTED_RUNTIMES, *LOWERED_RUNTIMES),
+        choices=TARGET_RUNTIMES,
         default=None,
         metavar="NAME",
         help="make the EyeLike nodes left run there: each one the runtime cannot run"
@@ -292,7 +308,7 @@ def _add_pipeline_options(parser: argparse.ArgumentParser) -> None:
         " another runtime (onnxruntime: measured once per version and cached; openvino,"
         " tract, tvm: tables measured with a stated version; onnxruntime also covers"
         " onnxruntime-web and -node); tensorrt: lower every EyeLike left into primitive ops"
-        f" (choices: {', '.join((*SUPPORTED_RUNTIMES, *LOWERED_RUNTIMES))})",
+        f" (choices: {', '.join(TARGET_RUNTIMES)})",
     )
     parser.add_argument(
         "--lower-eyelike",
@@ -335,7 +351,7 @@ def _pipeline_options(
             lower_eyelike=args.lower_eyelike,
         )
     except EyefoldError as error:
-        parser.error(str(error))
+        parser.error(cli_spelling(str(error)))
 
 
 def _input_shape(text: str) -> InputShape:
@@ -344,7 +360,7 @@ def _input_shape(text: str) -> InputShape:
     try:
         return parse_input_shape(text)
     except InputShapeError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+        raise argparse.ArgumentTypeError(cli_spelling(str(error))) from None
 
 
 def _run(args: argparse.Namespace, options: PipelineOptions, record: RunRecord) -> Report:
@@ -387,13 +403,15 @@ def _single(
     try:
         report = _run(args, options, record)  # --report is written with OUTPUT
     except (InputShapeError, PathClashError) as error:  # the options do not fit: usage
-        print(f"eyefold: error: {error}", file=sys.stderr)
+        print(f"eyefold: error: {cli_spelling(str(error))}", file=sys.stderr)
         return 2
     except Exception as error:  # EyefoldError, or a bug / an input nobody anticipated
         if args.verbose:
             traceback.print_exc()
-        print(f"eyefold: error: {error_line(error)}", file=sys.stderr)
+        print(f"eyefold: error: {cli_spelling(error_line(error))}", file=sys.stderr)
         return 1
+    for note in report.extra.get("notes", ()):  # the run did other than asked: say why
+        print(f"eyefold: note: {note}", file=sys.stderr)
     if args.command == "inspect":
         print(
             json.dumps(report.to_dict(), indent=2)
@@ -406,8 +424,39 @@ def _single(
     return 0
 
 
+# The exit status when stdout was closed early (``eyefold rules | head -3``): the shell's
+# status of a process killed by SIGPIPE (128 + 13), as ``yes | head -1`` gives for yes.
+STDOUT_CLOSED_STATUS = 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Runs the command line; returns the exit status (0 ok, 1 error, 2 usage)."""
+    """Runs the command line; returns the exit status (0 ok, 1 error, 2 usage).
+
+    A reader that stops early (``| head``) ends the run quietly with
+    :data:`STDOUT_CLOSED_STATUS`, never a BrokenPipeError traceback.
+    """
+    try:
+        status = _command(argv)
+        sys.stdout.flush()  # inside the try: the last lines may still be buffered
+    except BrokenPipeError:
+        _discard_stdout()
+        return STDOUT_CLOSED_STATUS
+    return status
+
+
+def _discard_stdout() -> None:
+    """Points stdout at devnull, so the interpreter's own flush at exit fails no more."""
+    try:
+        fileno = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's StringIO)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fileno)
+    os.close(devnull)
+
+
+def _command(argv: Sequence[str] | None) -> int:
+    """The command line proper (:func:`main` without the closed-stdout handling)."""
     parser = _build_parser()
     args = parser.parse_args(argv)
     if args.command == "rules":
@@ -417,7 +466,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     batch = args.command == "optimize" and _split_positionals(parser, args)
     options = _pipeline_options(parser, args)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
+    configure_logging(logging.INFO if args.verbose else logging.WARNING)
     _warn_unused_options(args)
     if batch:
         from eyefold.cli.batch import run_batch

@@ -64,7 +64,7 @@ def _reason(node: NodeOutcome) -> str:
     for declined in node.rules_declined:
         reason += f"; rule {declined['rule']} declined: {declined['reason']}"
     note = node.runtime_note
-    if note and node.runtime_supported is not True:
+    if note and node.runtime_supported is not True and not node.lowered:  # lowered: said
         reason += f" [{note}]"
     return reason
 
@@ -127,6 +127,26 @@ def _notes(report: Report) -> list[str]:
     return [f"note: graph {', '.join(graphs)} {verb} {SORTED_NOTE}"]
 
 
+def _loads_on(report: Report) -> list[str]:
+    """The oldest onnxruntime that loads the result, when the run raised opset or IR."""
+    loads_on = report.extra.get("loads_on")
+    if loads_on is None:
+        return []
+    opset, ir_version = loads_on["opset"], loads_on["ir_version"]
+    changes = [
+        f"{label} {change['before']} -> {change['after']}"
+        for label, change in (("opset", opset), ("IR", ir_version))
+        if change["before"] != change["after"]
+    ]
+    oldest = loads_on["onnxruntime"]
+    needs = (
+        f"needs onnxruntime >= {oldest}"
+        if oldest is not None
+        else "newer than every onnxruntime eyefold has a figure for"
+    )
+    return [f"{', '.join(changes)}: {needs}"]
+
+
 def _counts_line(report: Report) -> str:
     counts = report.counts()
     return (
@@ -145,6 +165,7 @@ def render_inspect(report: Report, source: str) -> str:
             else ""
         ),
         *_notes(report),
+        *_loads_on(report),
         _counts_line(report),
     ]
     if report.nodes:
@@ -206,6 +227,7 @@ def render_optimize(report: Report, record: RunRecord, *, color: bool, command: 
         lines.extend(_before_after(record.before, record.after, color))
         lines.append("")
     lines.extend(_notes(report))
+    lines.extend(_loads_on(report))
     lines.append(_counts_line(report))
     if report.nodes:
         lines.extend("  " + line for line in _node_table(report.nodes[:MAX_NODE_LINES]))

@@ -32,7 +32,7 @@ _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
 
 
 class InputShapeError(EyefoldError):
-    """An ``--input-shape`` that is malformed or does not fit the model (a usage error)."""
+    """A malformed input shape (``input_shapes``), or one that does not fit the model."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,7 +58,7 @@ def _parse_dim(text: str, spec: str) -> int | str:
     if _SYMBOL.match(dim):
         return dim
     raise InputShapeError(
-        f"--input-shape {spec!r}: dim {dim!r} is neither a non-negative integer nor a"
+        f"input_shapes {spec!r}: dim {dim!r} is neither a non-negative integer nor a"
         " symbolic name"
     )
 
@@ -73,7 +73,7 @@ def parse_input_shape(spec: str) -> InputShape:
     name, colon, dims_text = spec.rpartition(":")
     if not colon or not name:
         raise InputShapeError(
-            f"--input-shape {spec!r}: expected NAME:D0,D1,... (e.g. x:1,3,224,224)"
+            f"input_shapes {spec!r}: expected NAME:D0,D1,... (e.g. x:1,3,224,224)"
         )
     dims = (
         ()
@@ -113,13 +113,13 @@ def _check_fits(value: ir.Value, pinned: InputShape) -> None:
     declared = list(value.shape.dims)
     if len(declared) != len(pinned.dims):
         raise InputShapeError(
-            f"--input-shape {pinned}: input {pinned.name!r} has rank {len(declared)}"
+            f"input_shapes {pinned}: input {pinned.name!r} has rank {len(declared)}"
             f" (shape {value.shape}), not {len(pinned.dims)}"
         )
     for index, (have, want) in enumerate(zip(declared, pinned.dims, strict=True)):
         if isinstance(have, int) and have != want:
             raise InputShapeError(
-                f"--input-shape {pinned}: dim {index} of input {pinned.name!r} is {have} in"
+                f"input_shapes {pinned}: dim {index} of input {pinned.name!r} is {have} in"
                 f" the model; only symbolic or unknown dims can be pinned"
             )
 
@@ -143,18 +143,18 @@ def apply_input_shapes(model: ir.Model, shapes: Sequence[InputShape]) -> list[st
     changed: list[str] = []
     for pinned in shapes:
         if pinned.name in seen:
-            raise InputShapeError(f"--input-shape: input {pinned.name!r} is given twice")
+            raise InputShapeError(f"input_shapes: input {pinned.name!r} is given twice")
         seen.add(pinned.name)
         value = inputs.get(pinned.name)
         if value is None:
             known = ", ".join(repr(n) for n in inputs) or "none"
             raise InputShapeError(
-                f"--input-shape {pinned}: the model has no graph input {pinned.name!r}"
+                f"input_shapes {pinned}: the model has no graph input {pinned.name!r}"
                 f" (inputs: {known})"
             )
         if value.is_initializer():
             raise InputShapeError(
-                f"--input-shape {pinned}: {pinned.name!r} is an initializer; its shape is"
+                f"input_shapes {pinned}: {pinned.name!r} is an initializer; its shape is"
                 " fixed by its data"
             )
         _check_fits(value, pinned)

@@ -88,6 +88,7 @@ class RunFacts:
         rule_declines: census number -> the rules that looked at that EyeLike and
             declined, and why (rule name -> reason).
         warnings: best-effort steps that degraded, in words.
+        notes: what the run did differently from what was asked, and why, in words.
         lowering: the lowering pass's notes, if it ran.
         runtime: the runtime check's verdicts, if it ran.
     """
@@ -100,6 +101,7 @@ class RunFacts:
     removed_by: dict[int, str] = dataclasses.field(default_factory=dict)
     rule_declines: dict[int, dict[str, str]] = dataclasses.field(default_factory=dict)
     warnings: list[str] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)
     lowering: Sequence[LoweringNote] | None = None
     runtime: RuntimeVerdicts | None = None
 

@@ -123,8 +123,12 @@ class _Emitter:
         return self.op("Unsqueeze", [value], role, axes=[axis])
 
 
-def _lower(emit: _Emitter, k: int, dtype: ir.DataType) -> ir.Value:
-    """Emits the primitive-op matrix; returns the value that replaces the EyeLike output."""
+def _lower(emit: _Emitter, k: int, dtype: ir.DataType) -> tuple[ir.Value, str]:
+    """Emits the primitive-op matrix.
+
+    Returns:
+        The value that replaces the EyeLike output, and the ops written, in words.
+    """
     source = emit.node.inputs[0]
     assert source is not None
     shape = emit.op("Shape", [source], "shape")
@@ -140,14 +144,15 @@ def _lower(emit: _Emitter, k: int, dtype: ir.DataType) -> ir.Value:
     row = emit.unsqueeze(row_index, 1, "row")
     col = emit.unsqueeze(col_index, 0, "col")
     mask = emit.op("Equal", [row, col], "equal")
+    written = "Range/" + ("Add/" if k < 0 else "Sub/" if k > 0 else "") + "Equal"
     if dtype == ir.DataType.BOOL:
-        return mask
+        return mask, written
     if dtype == ir.DataType.INT64:
         # Not Cast(mask, to=INT64): tract (0.23.9) types every Cast to int64 as its shape
         # type TDim, which it cannot return ("Unsupported DatumType in the public API
         # TDim"). Where over the int64 constants gives the same bits on every runtime.
-        return emit.op("Where", [mask, one, zero], "where")
-    return emit.op("Cast", [mask], "cast", to=dtype)
+        return emit.op("Where", [mask, one, zero], "where"), f"{written}/Where(int64 1, 0)"
+    return emit.op("Cast", [mask], "cast", to=dtype), f"{written}/Cast(to={dtype.name})"
 
 
 def _replace(scope: Scope, node: ir.Node, lowered: ir.Value, dtype: ir.DataType) -> None:
@@ -218,7 +223,6 @@ def lower_node(scope: Scope, node: ir.Node, names: ModelNames) -> LowerOutcome:
     assert dtype is not None
     k_attribute = node.attributes.get("k")
     k = k_attribute.as_int() if k_attribute is not None else 0
-    _replace(scope, node, _lower(_Emitter(scope, node, names), k, dtype), dtype)
-    tail = "Where(int64 1, 0)" if dtype == ir.DataType.INT64 else f"Cast(to={dtype.name})"
-    note = f"lowered to Range/Equal/{tail} with k={k}"
-    return LowerOutcome(node, label, scope.path, True, note)
+    lowered, written = _lower(_Emitter(scope, node, names), k, dtype)
+    _replace(scope, node, lowered, dtype)
+    return LowerOutcome(node, label, scope.path, True, f"lowered to {written} with k={k}")

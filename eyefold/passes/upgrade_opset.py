@@ -15,7 +15,9 @@ trip.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+from typing import TYPE_CHECKING
 
 import onnx_ir as ir
 
@@ -29,13 +31,32 @@ from eyefold.errors import InvalidModelError, UpgradeError
 from eyefold.passes.infer_input_shapes import infer_eyelike_input_dims
 from eyefold.upgrade.conversion import BodyConversion
 from eyefold.upgrade.on_ir import checkable_ir_model, convert_bodies
-from eyefold.upgrade.target import check_target_opset, min_ir_version
+from eyefold.upgrade.target import (
+    OpsetNotes,
+    UpgradeTarget,
+    check_target_opset,
+    min_ir_version,
+)
 from eyefold.upgrade.validation import checker_problem, set_default_opset
 from eyefold.upgrade.writeback_ir import write_back
 
-__all__ = ["UpgradeOpsetPass"]
+if TYPE_CHECKING:
+    from eyefold.core.run_facts import RunFacts
+
+__all__ = ["UpgradeOpsetPass", "UpgradeResult"]
 
 logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class UpgradeResult(ir.passes.PassResult):
+    """The pass result, with what the report should say about the target opset."""
+
+    notes: OpsetNotes = dataclasses.field(default_factory=OpsetNotes)
+
+    def report_into(self, facts: RunFacts) -> None:
+        """The notes on the target (capped, or below the model's opset)."""
+        self.notes.report_into(facts)
 
 
 class UpgradeOpsetPass(ir.passes.InPlacePass):
@@ -57,12 +78,17 @@ class UpgradeOpsetPass(ir.passes.InPlacePass):
 
     Attributes:
         target_opset: default-domain opset to reach.
+        target: the same, with the opset asked for when a runtime capped it.
         rebuilt_nodes: nodes the last call changed or added (the others were kept as is).
     """
 
-    def __init__(self, target_opset: int) -> None:
+    def __init__(self, target_opset: int | UpgradeTarget) -> None:
         super().__init__()
-        self.target_opset = check_target_opset(target_opset, lowest=1, error=UpgradeError)
+        if not isinstance(target_opset, UpgradeTarget):
+            opset = check_target_opset(target_opset, lowest=1, error=UpgradeError)
+            target_opset = UpgradeTarget(opset, opset)
+        self.target = target_opset
+        self.target_opset = target_opset.opset
         self.rebuilt_nodes = 0
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
@@ -73,10 +99,12 @@ class UpgradeOpsetPass(ir.passes.InPlacePass):
             UpgradeError: the conversion failed or gave an invalid model (the model is
                 left unchanged).
         """
+        notes = OpsetNotes(self.target.notes(default_opset(model.opset_imports)))
         with cyclic_gc_paused():
-            return self._upgrade(model)
+            modified = self._upgrade(model)
+        return UpgradeResult(model, modified=modified, notes=notes)
 
-    def _upgrade(self, model: ir.Model) -> ir.passes.PassResult:
+    def _upgrade(self, model: ir.Model) -> bool:
         self.rebuilt_nodes = 0
         # Checked here, not in requires(): PassBase wraps requires() errors in its own type.
         opsets = [default_opset(model.opset_imports)]
@@ -91,7 +119,7 @@ class UpgradeOpsetPass(ir.passes.InPlacePass):
         source = default_opset(model.opset_imports)
         target = self.target_opset
         if source is None or source >= target:
-            return ir.passes.PassResult(model, modified=False)
+            return False
         ir_version = max(model.ir_version, min_ir_version(target))
         conversions = convert_bodies(model, source, target)
         self._validate(model, conversions, source=source, ir_version=ir_version)
@@ -104,7 +132,7 @@ class UpgradeOpsetPass(ir.passes.InPlacePass):
         logger.info(
             "opset %d -> %d: %d nodes changed or added", source, target, self.rebuilt_nodes
         )
-        return ir.passes.PassResult(model, modified=True)
+        return True
 
     def _validate(
         self,
@@ -137,5 +165,5 @@ class UpgradeOpsetPass(ir.passes.InPlacePass):
             raise InvalidModelError(f"the model is invalid at opset {source}{problem}")
         raise UpgradeError(
             f"upgrading opset {source} to {target} gave an invalid model{problem};"
-            f" run with --no-upgrade to keep opset {source}"
+            f" run with upgrade=False to keep opset {source}"
         )

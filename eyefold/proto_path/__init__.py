@@ -52,6 +52,7 @@ from eyefold.rewriting.reach import READS_PAST_OPS
 from eyefold.rule_registry import select_rules
 from eyefold.run_record import RunRecord, Stage, StepEntry
 from eyefold.upgrade.on_proto import ConverterTypes, upgrade_proto
+from eyefold.upgrade.target import OpsetNotes
 
 __all__ = [
     "NEIGHBOURHOOD_STEP",
@@ -139,17 +140,19 @@ def _upgrade(
     if not options.upgrade:
         return None
     opset = default_opset({o.domain: o.version for o in model.opset_import})
-    if opset is None or opset >= options.target_opset:
+    target = options.upgrade_target
+    if opset is None or opset >= target.opset:
         return None
     start = time.perf_counter()
     try:
-        types = upgrade_proto(model, options.target_opset, main)
+        types = upgrade_proto(model, target.opset, main)
     except WholeModelNeeded as needed:
         raise WholeModelNeeded(
-            f"the opset {opset} -> {options.target_opset} upgrade: {needed.reason}"
+            f"the opset {opset} -> {target.opset} upgrade: {needed.reason}"
         ) from None
-    step = StepEntry(UPGRADE_STEP, time.perf_counter() - start, Stage.PIPELINE, True)
-    return step, types
+    seconds = time.perf_counter() - start
+    notes = OpsetNotes(target.notes(opset))
+    return StepEntry(UPGRADE_STEP, seconds, Stage.PIPELINE, True, notes), types
 
 
 def _sort(
@@ -231,7 +234,9 @@ def _neighbourhood(
     index, chosen, hood = _extract(model, options, source_path, record, converted)
     before = stats_before(model, index) if with_stats else None
     seconds = time.perf_counter() - start
-    steps = RunRecord(opset_before=record.opset_before)
+    steps = RunRecord(
+        opset_before=record.opset_before, ir_version_before=record.ir_version_before
+    )
     run_steps(hood.model, pipeline_steps(options), steps)  # kept only once spliced
     added = hood.new_tensor_bytes()
     if added > SPLICED_TENSOR_LIMIT_BYTES:
@@ -253,6 +258,7 @@ def _neighbourhood(
     record.add(StepEntry(NEIGHBOURHOOD_STEP, seconds, Stage.ROUTE))
     record.steps.extend(steps.steps)
     record.opset_after = steps.opset_after
+    record.ir_version_after = steps.ir_version_after
     record.route["neighbourhood"] = {"nodes": len(chosen), "of": len(model.graph.node)}
     files = [os.path.abspath(os.path.join(base_dir, n)) for n in index.external_locations]
     return ProtoRun(
@@ -319,6 +325,7 @@ def optimize_proto(
     """
     record = RunRecord() if record is None else record
     record.opset_before = default_opset({o.domain: o.version for o in model.opset_import})
+    record.ir_version_before = model.ir_version
     upgrading = _upgrades(options, record.opset_before) and not options.input_shapes
     given = None
     extracted = False
@@ -375,4 +382,4 @@ def _with_given_stats(run: ProtoRun, given: ModelStats | None) -> ProtoRun:
 
 def _upgrades(options: PipelineOptions, opset: int | None) -> bool:
     """Whether the run upgrades a model of default-domain ``opset``."""
-    return options.upgrade and opset is not None and opset < options.target_opset
+    return options.upgrade and opset is not None and opset < options.upgrade_target.opset

@@ -144,7 +144,7 @@ def _mark_opaque(
                 raise UpgradeError(
                     f"{where}: node {label!r} ({node.op_type}) takes an attribute from the"
                     f" function's attributes; onnx's version converter cannot convert it"
-                    f" from opset {versions[0]} to {versions[1]}; run with --no-upgrade"
+                    f" from opset {versions[0]} to {versions[1]}; run with upgrade=False"
                 )
             original = onnx.NodeProto()
             original.CopyFrom(node)
@@ -240,7 +240,7 @@ def check_source_opset(source: int, where: str) -> None:
     if source < LEGACY_MIN_OPSET:
         raise UpgradeError(
             f"{where}: opset {source} is older than opset {LEGACY_MIN_OPSET}, the oldest"
-            f" eyefold upgrades; run with --no-upgrade to keep opset {source}"
+            f" eyefold upgrades; run with upgrade=False to keep opset {source}"
         )
 
 
@@ -331,7 +331,7 @@ def _convert(before: onnx.ModelProto, source: int, target: int, where: str) -> o
         detail = one_line(str(error)) or repr(error)
         raise UpgradeError(
             f"{where}: onnx's version converter failed from opset {reached} to {target}:"
-            f" {detail}; run with --no-upgrade to keep opset {source}"
+            f" {detail}; run with upgrade=False to keep opset {source}"
         ) from None
 
 

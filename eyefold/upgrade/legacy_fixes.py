@@ -54,7 +54,7 @@ def _refusal(where: str, node: onnx.NodeProto, source: int, why: str) -> Upgrade
     label = repr(node.name) if node.name else f"(unnamed {node.op_type})"
     return UpgradeError(
         f"{where}: node {label} ({node.op_type}) at opset {source}: {why};"
-        f" run with --no-upgrade to keep opset {source}"
+        f" run with upgrade=False to keep opset {source}"
     )
 
 
@@ -304,6 +304,6 @@ def keep_resize_10_coordinates(
                 f"{where}: nearest Resize of {node.input[0]!r} at opset {source} rounds down"
                 " on enlarged axes and up on shrunk ones; with scales that are not constant,"
                 " or that enlarge some axes and shrink others, no Resize-11+ node matches it;"
-                f" run with --no-upgrade to keep opset {source}"
+                f" run with upgrade=False to keep opset {source}"
             )
         node.attribute.append(onnx.helper.make_attribute("nearest_mode", rounding))

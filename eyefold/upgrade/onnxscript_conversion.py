@@ -106,7 +106,7 @@ def convert_with_onnxscript(
     if failure is not None:
         raise UpgradeError(
             f"{where}: onnxscript's version converter failed from opset {source} to"
-            f" {target}: {failure}; run with --no-upgrade to keep opset {source}"
+            f" {target}: {failure}; run with upgrade=False to keep opset {source}"
         )
     for node, domain in zip(hidden, domains, strict=True):
         node.domain = domain
