@@ -178,6 +178,8 @@ def build_report(record: RunRecord) -> Report:
     report.extra["rules"] = facts.hits
     if facts.declined:
         report.extra["rules_declined"] = facts.declined
+    if facts.withheld:
+        report.extra["rules_withheld"] = facts.withheld
     rows = list(zip(left_outcomes, facts.left, strict=True))
     _add_later_outcomes(report, rows, facts.lowering, facts.runtime)
     report.extra.update(record.route)

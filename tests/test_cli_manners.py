@@ -208,3 +208,55 @@ def test_the_quick_start_output_is_ignored_by_git() -> None:
         pytest.skip("not a git checkout")
     done = subprocess.run([git, "check-ignore", "-q", match.group(1)], cwd=ROOT, timeout=60)
     assert done.returncode == 0, f"{match.group(1)} is not in .gitignore"
+
+
+DIAGONAL = SAMPLES / "dynamo_diagonal.onnx"  # torch.diagonal as dynamo exports it
+RELAXED_LINE = (
+    "note: rule diagonal_float matches 1 EyeLike node(s) but is relaxed (not exact for inf,"
+    " NaN and -0.0): --relaxed runs it"
+)
+
+
+def test_inspect_says_when_only_relaxed_stands_before_the_diagonal_rewrite() -> None:
+    done = run("inspect", str(DIAGONAL))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines().count(RELAXED_LINE) == 1
+
+
+def test_optimize_says_so_too_and_relaxed_then_does_it(tmp_path: Path) -> None:
+    report = tmp_path / "r.json"
+    done = run("optimize", str(DIAGONAL), str(tmp_path / "o.onnx"), "--report", str(report))
+    assert done.returncode == 0, done.stderr
+    assert RELAXED_LINE in done.stdout.splitlines()
+    document = json.loads(report.read_text())
+    assert document["rules_withheld"] == {"diagonal_float": 1}
+    (node,) = document["nodes"]
+    assert node["action"] == "inferred"
+    assert [d["rule"] for d in node["rules_declined"]] == ["diagonal_float"]
+    relaxed = tmp_path / "relaxed.json"
+    done = run(
+        "optimize",
+        str(DIAGONAL),
+        str(tmp_path / "r.onnx"),
+        "--relaxed",
+        "--report",
+        str(relaxed),
+    )
+    assert done.returncode == 0, done.stderr
+    assert "note: rule" not in done.stdout
+    (node,) = json.loads(relaxed.read_text())["nodes"]
+    assert (node["action"], node["reason"]) == ("removed", "removed by rule diagonal_float")
+
+
+def test_the_library_report_names_the_keyword() -> None:
+    result = eyefold.optimize_with_report(onnx.load(str(DIAGONAL)))
+    assert result.report.extra["rules_withheld"] == {"diagonal_float": 1}
+    (declined,) = result.report.nodes[0].rules_declined
+    assert "relaxed=True" in declined["reason"] and "--relaxed" not in declined["reason"]
+
+
+def test_no_relaxed_line_without_a_pattern_a_relaxed_rule_matches(tmp_path: Path) -> None:
+    # The torch chain's EyeLike folds and feeds a MatMul: no EyeLike is left to rewrite.
+    done = run("optimize", str(SAMPLES / "torch_eye_chain.onnx"), str(tmp_path / "o.onnx"))
+    assert done.returncode == 0, done.stderr
+    assert "note: rule" not in done.stdout

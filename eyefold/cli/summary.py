@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from eyefold.core.model_stats import ModelStats, model_stats, op_counts
+from eyefold.core.option_names import cli_spelling
 from eyefold.report import NodeOutcome, Report
 from eyefold.run_record import RunRecord
 
@@ -66,7 +67,7 @@ def _reason(node: NodeOutcome) -> str:
     note = node.runtime_note
     if note and node.runtime_supported is not True and not node.lowered:  # lowered: said
         reason += f" [{note}]"
-    return reason
+    return cli_spelling(reason)
 
 
 def _runtime(node: NodeOutcome) -> str:
@@ -147,6 +148,15 @@ def _loads_on(report: Report) -> list[str]:
     return [f"{', '.join(changes)}: {needs}"]
 
 
+def _withheld(report: Report) -> list[str]:
+    """One line per relaxed rule that matched an EyeLike and did not run for want of it."""
+    return [
+        f"note: rule {rule} matches {count} EyeLike node(s) but is relaxed (not exact for"
+        " inf, NaN and -0.0): --relaxed runs it"
+        for rule, count in report.extra.get("rules_withheld", {}).items()
+    ]
+
+
 def _counts_line(report: Report) -> str:
     counts = report.counts()
     return (
@@ -166,6 +176,7 @@ def render_inspect(report: Report, source: str) -> str:
         ),
         *_notes(report),
         *_loads_on(report),
+        *_withheld(report),
         _counts_line(report),
     ]
     if report.nodes:
@@ -228,6 +239,7 @@ def render_optimize(report: Report, record: RunRecord, *, color: bool, command: 
         lines.append("")
     lines.extend(_notes(report))
     lines.extend(_loads_on(report))
+    lines.extend(_withheld(report))
     lines.append(_counts_line(report))
     if report.nodes:
         lines.extend("  " + line for line in _node_table(report.nodes[:MAX_NODE_LINES]))

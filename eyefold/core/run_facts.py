@@ -89,6 +89,8 @@ class RunFacts:
             declined, and why (rule name -> reason).
         warnings: best-effort steps that degraded, in words.
         notes: what the run did differently from what was asked, and why, in words.
+        withheld: relaxed rules that would have rewritten EyeLike nodes had ``relaxed``
+            been on -> how many.
         lowering: the lowering pass's notes, if it ran.
         runtime: the runtime check's verdicts, if it ran.
     """
@@ -102,6 +104,7 @@ class RunFacts:
     rule_declines: dict[int, dict[str, str]] = dataclasses.field(default_factory=dict)
     warnings: list[str] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)
+    withheld: dict[str, int] = dataclasses.field(default_factory=dict)
     lowering: Sequence[LoweringNote] | None = None
     runtime: RuntimeVerdicts | None = None
 

@@ -59,6 +59,9 @@ logger = logging.getLogger(__name__)
 # it always had) and TensorRT's lowering, whose primitive ops run everywhere.
 _UNJUDGED_TARGETS = ("onnxruntime", "tensorrt")
 
+# Why a relaxed rule that would rewrite an EyeLike did not run.
+WITHHELD_REASON = "relaxed (not exact for inf, NaN and -0.0): it runs with relaxed=True"
+
 # Rewrites in one scope come in rounds: the candidates, then the nodes the previous round
 # created and their consumers. Every rule removes at least one node or replaces a MatMul by
 # an Identity no rule matches, so real chains settle in two or three rounds; the bound only
@@ -77,15 +80,23 @@ class RulesResult(ir.passes.PassResult):
         removed: census number of each input EyeLike the rewrites removed -> the rule.
         declines: per EyeLike (census number), the rules that looked at it and declined
             (their check's reason, or the cost model's) and never fired there.
+        withheld: per EyeLike (census number), the relaxed rules that would rewrite it
+            and did not run only because ``relaxed`` was off.
     """
 
     hits: dict[str, int] = dataclasses.field(default_factory=dict)
     declined: dict[str, int] = dataclasses.field(default_factory=dict)
     removed: dict[int, str] = dataclasses.field(default_factory=dict)
     declines: RuleDeclines = dataclasses.field(default_factory=RuleDeclines)
+    withheld: dict[int, list[str]] = dataclasses.field(default_factory=dict)
 
     def report_into(self, facts: RunFacts) -> None:
         """Rule hits, refused rewrites, removed EyeLike nodes, declines per EyeLike."""
+        for number, names in self.withheld.items():
+            reasons = facts.rule_declines.setdefault(number, {})
+            reasons.update(dict.fromkeys(names, WITHHELD_REASON))
+            for name in names:
+                facts.withheld[name] = facts.withheld.get(name, 0) + 1
         facts.hits.update(self.hits)
         facts.declined.update({k: v for k, v in self.declined.items() if v})
         facts.removed_by.update({n: f"removed by rule {r}" for n, r in self.removed.items()})
@@ -130,6 +141,12 @@ class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):
         """
         super().__init__()
         self.specs: tuple[RuleSpec, ...] = select_rules(rules, relaxed=relaxed, phase=phase)
+        # The relaxed rules the default selection leaves out: where one would rewrite an
+        # EyeLike, the report says so (only relaxed=True stands in the way).
+        self.withheld: tuple[RuleSpec, ...] = ()
+        if rules is None and not relaxed:
+            everything = select_rules(None, relaxed=True, phase=phase)
+            self.withheld = tuple(s for s in everything if s not in self.specs)
         self.max_rounds = max_rounds
         self.size_limit_bytes = size_limit_bytes
         self.fold = fold
@@ -141,14 +158,20 @@ class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):
         result = RulesResult(
             model, False, dict.fromkeys(names, 0), dict.fromkeys(names, 0), {}
         )
-        if not self.specs:
-            return result
         scopes = list(iter_scopes(model))
+        if self.specs:
+            self._rewrite(model, scopes, result)
+        if self.withheld:
+            self._find_withheld(model, list(iter_scopes(model)), result)
+        return result
+
+    def _rewrite(self, model: ir.Model, scopes: list[Scope], result: RulesResult) -> None:
+        """Applies the selected rules wherever they match and the cost model allows."""
         roots = candidate_roots(scopes, self.specs)
         if roots is None:
             # No rule can match: none is built, onnxscript is not imported, and no
             # runtime's table is looked up.
-            return result
+            return
         judge = RewriteJudge(_judged(self.target_runtime), self.size_limit_bytes, self.fold)
         try:
             for scope in scopes:
@@ -159,7 +182,37 @@ class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):
             forget_last_match(self.specs)
         result.modified = bool(sum(result.hits.values()))
         logger.info("rules fired: %s; declined: %s", result.hits, result.declined)
-        return result
+
+    def _find_withheld(
+        self, model: ir.Model, scopes: list[Scope], result: RulesResult
+    ) -> None:
+        """Which EyeLike nodes a withheld relaxed rule would rewrite; nothing is changed.
+
+        Only EyeLike nodes are looked at, not identity constants: a relaxed rule next to a
+        folded EyeLike gains the user no EyeLike less, so it is not worth a line.
+        """
+        eyelike_only = [
+            dataclasses.replace(spec, constant_dtypes=frozenset()) for spec in self.withheld
+        ]
+        roots = candidate_roots(scopes, eyelike_only)
+        if roots is None:
+            return
+        try:
+            for scope in scopes:
+                for node in roots.get(id(graph_body(scope.graph)), []):
+                    for spec in self.withheld:
+                        saved = snapshot_opsets(model, scope.graph)
+                        delta = spec.rule.try_rewrite(model, scope.graph, node)  # type: ignore[arg-type]
+                        restore_opsets(saved)
+                        if delta is None:
+                            continue
+                        discard(delta.new_nodes)
+                        for number in origins_above(node, spec.reach.depth):
+                            named = result.withheld.setdefault(number, [])
+                            if spec.name not in named:
+                                named.append(spec.name)
+        finally:
+            forget_last_match(self.withheld)
 
     def _rewrite_scope(
         self, model: ir.Model, scope: Scope, candidates: list[ir.Node], run: _Run
