@@ -212,8 +212,12 @@ def _run_task(task: _Task) -> FileResult:
     return FileResult(planned.input, planned.output, "ok", report=report, seconds=seconds)
 
 
-def _init_worker(level: int) -> None:
-    logging.basicConfig(level=level)
+def _init_worker(level: int, formatter: logging.Formatter | None) -> None:
+    """Logs in a worker as the parent process does: its level, and its line format."""
+    handler = logging.StreamHandler()
+    if formatter is not None:
+        handler.setFormatter(formatter)
+    logging.basicConfig(level=level, handlers=[handler])
 
 
 Callback = Callable[[FileResult, int, int], None]
@@ -225,9 +229,13 @@ def _run_in_pool(
     """Runs the tasks in ``jobs`` spawned workers; results in task order."""
     results: list[FileResult | None] = [None] * len(tasks)
     context = multiprocessing.get_context("spawn")
-    level = logging.getLogger().getEffectiveLevel()
+    root = logging.getLogger()
+    formatter = root.handlers[0].formatter if root.handlers else None
     with concurrent.futures.ProcessPoolExecutor(
-        jobs, mp_context=context, initializer=_init_worker, initargs=(level,)
+        jobs,
+        mp_context=context,
+        initializer=_init_worker,
+        initargs=(root.getEffectiveLevel(), formatter),
     ) as pool:
         futures = {pool.submit(_run_task, task): index for index, task in enumerate(tasks)}
         try:

@@ -111,23 +111,26 @@ def test_batch_totals_add_up_with_a_removed_column(tmp_path: Path) -> None:
     assert totals["total"] == sum(v for k, v in totals.items() if k != "total")
 
 
-def test_warnings_print_as_eyefold_warning_lines(tmp_path: Path) -> None:
-    """An unreadable runtime-support cache file is a warning (the run goes on)."""
+@pytest.mark.parametrize("batch", [False, True], ids=["one-model", "two-workers"])
+def test_warnings_print_as_eyefold_warning_lines(batch: bool, tmp_path: Path) -> None:
+    """An unreadable runtime-support cache file is a warning (the run goes on), in the
+    process itself and in batch mode's spawned workers."""
     version = installed_version("onnxruntime")
     assert version is not None
     env = {"EYEFOLD_CACHE_DIR": str(tmp_path / "cache")}
     target = tmp_path / "cache" / cache_path("onnxruntime", version).name
     target.parent.mkdir(parents=True)
     target.write_text("{not json", encoding="utf-8")
-    done = run(
-        "optimize",
-        str(SAMPLES / "dynamic_batch.onnx"),
-        str(tmp_path / "out.onnx"),
-        "--target-runtime",
-        "onnxruntime",
-        "-q",
-        env=env,
-    )
+    model = SAMPLES / "dynamic_batch.onnx"
+    if batch:
+        models = tmp_path / "in"
+        models.mkdir()
+        for name in ("a.onnx", "b.onnx"):
+            shutil.copy(model, models / name)
+        paths = [str(models), "--output-dir", str(tmp_path / "out"), "-j", "2"]
+    else:
+        paths = [str(model), str(tmp_path / "out.onnx")]
+    done = run("optimize", *paths, "--target-runtime", "onnxruntime", "-q", env=env)
     assert done.returncode == 0, done.stderr
     warning = next(line for line in done.stderr.splitlines() if "cache file" in line)
     assert warning.startswith("eyefold: warning: ignoring the unreadable cache file ")
