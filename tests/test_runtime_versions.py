@@ -183,3 +183,22 @@ def test_a_target_opset_at_or_above_the_model_says_nothing(tmp_path: Path) -> No
     )
     assert status == 0
     assert err == ""
+
+
+def test_batch_mode_notes_each_model_below_the_target(tmp_path: Path) -> None:
+    status, _, err = cli(
+        "optimize",
+        str(SAMPLES / "dynamic_batch.onnx"),  # opset 22
+        str(CHAIN),  # opset 17: raised to 18, no note
+        "--output-dir",
+        str(tmp_path / "out"),
+        "--target-opset",
+        "18",
+        "-q",
+    )
+    assert status == 0
+    assert err.splitlines() == [
+        f"eyefold: note: {SAMPLES / 'dynamic_batch.onnx'}: target opset 18 is below the"
+        " model's opset 22: the model keeps opset 22 (the upgrade never lowers it)"
+    ]
+    assert onnx.load(str(tmp_path / "out" / CHAIN.name)).opset_import[0].version == 18

@@ -28,7 +28,7 @@ _COUNTED = ("total", "folded", "inferred", "kept", "removed")
 
 
 class BatchProgress:
-    """A progress bar on stderr (terminal only) and each failure's error line."""
+    """A progress bar on stderr (terminal only), each failure's error line and each note."""
 
     def __init__(self, stream: TextIO, *, enabled: bool | None = None) -> None:
         self.stream = stream
@@ -40,6 +40,9 @@ class BatchProgress:
             self.bar.clear()
             error = cli_spelling(result.error or "")
             print(f"eyefold: error: {result.input}: {error}", file=self.stream)
+        for note in result.report.extra.get("notes", ()) if result.report else ():
+            self.bar.clear()
+            print(f"eyefold: note: {result.input}: {note}", file=self.stream)
         filled = _BAR_WIDTH * done // max(total, 1)
         bar = "#" * filled + "-" * (_BAR_WIDTH - filled)
         self.bar(f"[{bar}] {done}/{total} {os.path.basename(result.input)}")
