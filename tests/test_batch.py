@@ -33,10 +33,11 @@ def cli(*args: str) -> tuple[int, str, str]:
 
 
 def digests(folder: Path) -> dict[str, str]:
+    """The files under ``folder`` and their hashes; the outputs' claim files left out."""
     return {
         str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(folder.rglob("*"))
-        if p.is_file()
+        if p.is_file() and not p.name.endswith(".eyefold-source")
     }
 
 
@@ -205,3 +206,29 @@ def test_a_folder_without_models_is_an_error(tmp_path: Path) -> None:
     empty.mkdir()
     status, _, err = cli("optimize", str(empty), "--output-dir", str(tmp_path / "out"))
     assert status == 1 and "no *.onnx model" in err
+
+
+def test_a_symlink_loop_among_the_inputs_fails_alone(zoo: Path, tmp_path: Path) -> None:
+    loop = tmp_path / "loop.onnx"
+    loop.symlink_to(loop)
+    out = tmp_path / "out"
+    status, text, err = cli(
+        "optimize", str(loop), str(zoo / GOOD[0]), "--output-dir", str(out)
+    )
+    assert status == 1
+    assert (
+        err == f"eyefold: error: {loop}: cannot read {loop}: its symbolic links form a loop\n"
+    )
+    assert set(digests(out)) == {GOOD[0]}
+    assert text.splitlines()[-1].startswith("FAILED | 2 models: 1 ok, 1 failed")
+
+
+def test_outputs_are_claimed_for_their_inputs(zoo: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    (result,) = eyefold.optimize_files([zoo / "a" / GOOD[1]], out)
+    claim = out / f".{GOOD[1]}.eyefold-source"
+    assert result.status == "ok"
+    assert claim.read_text(encoding="utf-8") == f"{(zoo / 'a' / GOOD[1]).resolve()}\n"
+    # A failed model leaves no claim behind: the name stays free for another input.
+    (failed,) = eyefold.optimize_files([zoo / "a" / "broken.onnx"], out)
+    assert failed.status == "failed" and not (out / ".broken.onnx.eyefold-source").exists()

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
 from eyefold.batch import optimize_files, plan_files, refuse_path_clashes
 from eyefold.cli.batch_summary import BatchProgress, batch_report, render_batch
-from eyefold.errors import PathClashError
+from eyefold.errors import ModelIOError, PathClashError
 from eyefold.file_run import error_line
 from eyefold.model_files import check_output_path, write_text
 from eyefold.options import PipelineOptions
@@ -28,8 +29,9 @@ def run_batch(args: argparse.Namespace, options: PipelineOptions) -> int:
     start = time.perf_counter()
     try:
         if args.report:
+            _make_report_folder(args.report, args.output_dir)
             check_output_path(args.report)
-            planned = plan_files(args.inputs, args.output_dir)
+            planned = plan_files(args.inputs, args.output_dir, input_root=args.input_root)
             refuse_path_clashes(planned, args.external_data, args.report)
         progress = BatchProgress(sys.stderr)
         try:
@@ -42,6 +44,7 @@ def run_batch(args: argparse.Namespace, options: PipelineOptions) -> int:
                 external_data=args.external_data,
                 on_result=progress,
                 verbose=args.verbose,
+                input_root=args.input_root,
             )
         finally:
             progress.done()
@@ -65,3 +68,21 @@ def run_batch(args: argparse.Namespace, options: PipelineOptions) -> int:
     if not args.quiet:
         print(render_batch(results, seconds, args.jobs))
     return 1 if any(result.status == "failed" for result in results) else 0
+
+
+def _make_report_folder(report: str, output_dir: str) -> None:
+    """Creates the report's folder when it lies in the output folder, which a batch creates.
+
+    A fresh run with ``--output-dir out/ --report out/report.json`` (one report per shard
+    beside the shards' models) must not fail because ``out/`` does not exist yet.
+    """
+    folder = os.path.dirname(os.path.abspath(report))
+    output_root = os.path.abspath(output_dir)
+    if os.path.commonpath([folder, output_root]) != output_root:
+        return
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as error:
+        raise ModelIOError(
+            f"cannot write {report}: cannot create folder {folder}: {error.strerror}"
+        ) from None

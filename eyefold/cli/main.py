@@ -131,6 +131,12 @@ def _add_optimize_parser(commands: argparse._SubParsersAction) -> None:
         help="optimize every input into DIR, at the same relative path (batch mode)",
     )
     optimize.add_argument(
+        "--input-root",
+        metavar="DIR",
+        help="batch mode: write every model at its path relative to DIR (for shards of a"
+        " zoo given file by file); a model outside DIR fails",
+    )
+    optimize.add_argument(
         "-j",
         "--jobs",
         type=_positive_int,
@@ -257,6 +263,8 @@ def _split_positionals(parser: argparse.ArgumentParser, args: argparse.Namespace
         parser.error("optimize takes INPUT OUTPUT, or several inputs with --output-dir DIR")
     if args.jobs != 1:
         parser.error("-j/--jobs needs --output-dir DIR")
+    if args.input_root is not None:
+        parser.error("--input-root needs --output-dir DIR")
     args.input, args.output = args.paths
     return False
 
