@@ -436,12 +436,18 @@ def _single(
 # status of a process killed by SIGPIPE (128 + 13), as ``yes | head -1`` gives for yes.
 STDOUT_CLOSED_STATUS = 141
 
+# The exit status after Ctrl-C: the shell's status of a process SIGINT stopped (128 + 2).
+INTERRUPTED_STATUS = 130
+
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Runs the command line; returns the exit status (0 ok, 1 error, 2 usage).
+    """Runs the command line; returns the exit status (0 ok, 1 error, 2 usage, 130 Ctrl-C).
 
     A reader that stops early (``| head``) ends the run quietly with
-    :data:`STDOUT_CLOSED_STATUS`, never a BrokenPipeError traceback.
+    :data:`STDOUT_CLOSED_STATUS`, never a BrokenPipeError traceback. Ctrl-C ends it with
+    one line, like any other error: the files being written are removed on the way out
+    (each is a temporary file until it is complete), so OUTPUT is left as it was, and
+    batch workers stop the same way.
     """
     try:
         status = _command(argv)
@@ -449,6 +455,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         _discard_stdout()
         return STDOUT_CLOSED_STATUS
+    except KeyboardInterrupt:
+        print("eyefold: interrupted", file=sys.stderr)
+        return INTERRUPTED_STATUS
     return status
 
 
