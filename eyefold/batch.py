@@ -300,11 +300,14 @@ def _run_in_workers(
     from eyefold.worker_pool import run_tasks
 
     results: list[FileResult | None] = [None] * len(tasks)
+    done = 0
 
     def finished(index: int, result: FileResult) -> None:
+        nonlocal done
         results[index] = result
+        done += 1
         if on_result is not None:
-            on_result(result, sum(r is not None for r in results), len(tasks))
+            on_result(result, done, len(tasks))
 
     root = logging.getLogger()
     formatter = root.handlers[0].formatter if root.handlers else None

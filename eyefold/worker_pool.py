@@ -62,7 +62,8 @@ def _serve(
     """A worker's life: run each task received, send its result; None or EOF ends it."""
     signal.signal(signal.SIGINT, _interrupt_once)
     try:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        if hasattr(signal, "pthread_sigmask"):
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         initializer(*initargs)
         while (task := connection.recv()) is not None:
             connection.send(run(task))
@@ -82,6 +83,9 @@ class _Worker:
 @contextlib.contextmanager
 def _sigint_blocked() -> Any:
     """SIGINT held back (not lost) while a worker starts: the worker inherits the block."""
+    if not hasattr(signal, "pthread_sigmask"):  # Windows: no signal masks
+        yield
+        return
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield

@@ -88,6 +88,16 @@ def test_input_root_puts_each_file_at_its_path_in_the_zoo(tmp_path: Path) -> Non
     )
     assert [r.status for r in results] == ["failed", "ok"]
     assert f"{stray} is not inside the input root" in (results[0].error or "")
+    # A folder of the zoo is placed by the root too, not by the folder given.
+    kind = models[0].relative_to(tmp_path / "zoo").parts[0]
+    results = eyefold.optimize_files(
+        [tmp_path / "zoo" / kind], tmp_path / "out3", input_root=tmp_path / "zoo"
+    )
+    assert results and all(r.status == "ok" for r in results)
+    for result in results:
+        relative = Path(result.input).relative_to(tmp_path / "zoo")
+        assert relative.parts[0] == kind
+        assert (tmp_path / "out3" / relative).read_bytes() == expected[Path(result.input)]
 
 
 def test_a_batch_in_another_process_never_overwrites_another_inputs_output(
@@ -220,12 +230,12 @@ def test_dask_shards_without_a_root_fail_their_clashes_instead_of_overwriting(
             assert "is already the output of" in (result.error or "")
 
 
-def test_jobs_in_a_dask_worker_run_there_with_a_warning(
-    dask_client: object, tmp_path: Path
-) -> None:
+def test_jobs_in_a_dask_worker_run_in_that_worker(dask_client: object, tmp_path: Path) -> None:
     models = backend_zoo(tmp_path / "zoo", 3)
     expected = expected_outputs(models, tmp_path / "alone")
     client = dask_client
+    daemonic = "__import__('multiprocessing').current_process().daemon"
+    assert client.submit(eval, daemonic).result(timeout=60)  # type: ignore[attr-defined]
     future = client.submit(  # type: ignore[attr-defined]
         eyefold.optimize_files, [str(m) for m in models], str(tmp_path / "out"),
         input_root=str(tmp_path / "zoo"), jobs=2,
