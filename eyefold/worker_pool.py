@@ -111,11 +111,11 @@ class _Supervisor(Generic[Task, Result]):
             args=(theirs, self.run, self.initializer, self.initargs),
             name="eyefold-worker",
         )
-        with _sigint_blocked():
+        with _sigint_blocked():  # an interrupt now is raised once the worker is known
             process.start()
-        theirs.close()
-        worker = _Worker(process, ours)
-        self.workers.append(worker)
+            theirs.close()
+            worker = _Worker(process, ours)
+            self.workers.append(worker)
         return worker
 
     def give(self, worker: _Worker, index: int) -> None:

@@ -9,13 +9,13 @@ model alone instead of overwriting the earlier one's output.
 from __future__ import annotations
 
 import os
-import pathlib
 import re
 import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import onnx
 import pytest
@@ -174,26 +174,25 @@ def dask_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         yield client
 
 
-def shards_of(zoo: Path) -> tuple[list[str], list[list[str]]]:
-    """The README's shard lines, run for ``zoo``: (every path, the shards)."""
-    lines = readme_block("python", "# Dask")
-    scope: dict[str, object] = {"pathlib": pathlib, "zoo": str(zoo)}
-    exec("\n".join(lines[1:3]), scope)  # paths = ...; shards = ...
-    return scope["paths"], scope["shards"]  # type: ignore[return-value]
-
-
-def readme_line(engine: str) -> str:
-    """The README's one line for ``engine`` ("Dask" or "Ray")."""
-    (line,) = [x for x in readme_block("python", "# Dask") if x.endswith(f"# {engine}")]
-    return line
-
-
-def run_line(line: str, zoo: Path, out: Path, **names: object) -> list[list]:
-    """Runs a recipe line on the README's shards of ``zoo``, into ``out``; its results."""
-    _, shards = shards_of(zoo)
-    scope = {"eyefold": eyefold, "zoo": str(zoo), "out": str(out), "shards": shards, **names}
-    exec(line, scope)  # the lambda is pickled by value, as from a user's script
-    return scope["results"]  # type: ignore[return-value]
+def run_recipe(
+    engine: str, zoo: Path, out: Path, *, root: bool = True, **names: object
+) -> dict[str, Any]:
+    """The README's Python recipe for ``engine`` ("Dask" or "Ray"), run on ``zoo`` into
+    ``out`` (its only change; ``root=False``: also without ``input_root``); its variables.
+    """
+    lines = []
+    for line in readme_block("python", "# Dask"):
+        if line.startswith("zoo, out = "):
+            line = f"zoo, out = {str(zoo)!r}, {str(out)!r}"
+        if line.endswith(("# Dask", "# Ray")) and not line.endswith(f"# {engine}"):
+            continue
+        if not root:
+            line = line.replace(", input_root=zoo", "")
+        lines.append(line)
+    assert sum("input_root" in line for line in lines) == root
+    scope = dict(names)
+    exec("\n".join(lines), scope)  # the lambda is pickled by value, as from a script
+    return scope
 
 
 def test_the_readme_dask_recipe_on_a_local_cluster(
@@ -201,11 +200,10 @@ def test_the_readme_dask_recipe_on_a_local_cluster(
 ) -> None:
     models = backend_zoo(tmp_path / "zoo", 10)
     expected = expected_outputs(models, tmp_path / "alone")
-    paths, shards = shards_of(tmp_path / "zoo")
-    assert sorted(paths) == sorted(map(str, models)) and len(shards) > 2
     out = tmp_path / "out"
-    results = run_line(readme_line("Dask"), tmp_path / "zoo", out, client=dask_client)
-    flat = [result for shard in results for result in shard]
+    recipe = run_recipe("Dask", tmp_path / "zoo", out, client=dask_client)
+    assert sorted(recipe["paths"]) == sorted(map(str, models)) and len(recipe["shards"]) > 2
+    flat = [result for shard in recipe["results"] for result in shard]
     assert len(flat) == len(models) and all(r.status == "ok" for r in flat)
     assert_own_outputs(flat, expected)
     for model in models:
@@ -218,10 +216,10 @@ def test_dask_shards_without_a_root_fail_their_clashes_instead_of_overwriting(
     """The recipe as it stood, without ``input_root``: every model wants out/model.onnx."""
     models = backend_zoo(tmp_path / "zoo", 8)
     expected = expected_outputs(models, tmp_path / "alone")
-    line = readme_line("Dask").replace(", input_root=zoo", "")
-    assert "input_root" not in line
-    results = run_line(line, tmp_path / "zoo", tmp_path / "out", client=dask_client)
-    flat = [result for shard in results for result in shard]
+    recipe = run_recipe(
+        "Dask", tmp_path / "zoo", tmp_path / "out", root=False, client=dask_client
+    )
+    flat = [result for shard in recipe["results"] for result in shard]
     assert len(flat) == len(models)
     assert [r.status for r in flat].count("ok") == 1
     assert_own_outputs(flat, expected)
@@ -278,9 +276,9 @@ def test_the_readme_ray_recipe(tmp_path: Path) -> None:
     expected = expected_outputs(models, tmp_path / "alone")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        results = run_line(readme_line("Ray"), tmp_path / "zoo", tmp_path / "out", ray=ray)
+        recipe = run_recipe("Ray", tmp_path / "zoo", tmp_path / "out", ray=ray)
     finally:
         ray.shutdown()
-    flat = [result for shard in results for result in shard]
+    flat = [result for shard in recipe["results"] for result in shard]
     assert len(flat) == len(models) and all(r.status == "ok" for r in flat)
     assert_own_outputs(flat, expected)
