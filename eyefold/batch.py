@@ -150,7 +150,8 @@ def plan_files(
     """
     out_root = Path(output_dir).resolve()
     root = None if input_root is None else Path(os.path.abspath(input_root))
-    # resolved input (or the absolute path of an unresolvable one) -> (as given, output)
+    # resolved input (or the absolute path of an unresolvable one)
+    #   -> (as given, output, why it cannot run)
     models: dict[Path, tuple[Path, Path | None, str | None]] = {}
     for argument in inputs:
         for path, relative in _relative_paths(Path(argument), out_root, root):
