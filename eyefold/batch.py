@@ -250,7 +250,8 @@ def _run_task(task: _Task) -> FileResult:
     try:
         _make_folder(planned.output)
         check_output_path(planned.output)
-        claimed = claim_output(planned.output, planned.input)
+        claim_output(planned.output, planned.input)
+        claimed = True
         record = RunRecord(progress=Progress(enabled=False))
         report = optimize_file(
             planned.input,
@@ -261,8 +262,8 @@ def _run_task(task: _Task) -> FileResult:
             external_data=task.external_data,
         )
     except BaseException as error:
-        if claimed and not os.path.exists(planned.output):
-            release_claim(planned.output)  # nothing written: the name stays free
+        if claimed:
+            release_claim(planned.output, planned.input)
         if not isinstance(error, Exception):
             raise  # Ctrl-C ends the batch
         # One model's failure, reported; the batch goes on.
@@ -278,7 +279,10 @@ def _run_task(task: _Task) -> FileResult:
 
 def _worker_died(task: _Task, cause: str) -> FileResult:
     """The result of a model whose worker process died under it."""
+    from eyefold.output_claims import release_claim
+
     planned = task.planned
+    release_claim(planned.output, planned.input)
     error = f"worker died ({cause}) while optimizing {planned.input}"
     return FileResult(planned.input, planned.output, "failed", error)
 

@@ -13,7 +13,6 @@ the run: they are how the next shard, or the next run, knows whose output a file
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import time
@@ -36,8 +35,8 @@ def claim_path(output: str) -> str:
     return os.path.join(folder, f".{name}{CLAIM_SUFFIX}")
 
 
-def claim_output(output: str, source: str) -> bool:
-    """Claims ``output`` for the model file ``source``; True if this call created the claim.
+def claim_output(output: str, source: str) -> None:
+    """Claims ``output`` for the model file ``source`` (again, if it already holds it).
 
     Raises:
         ModelIOError: another input holds the claim, or it cannot be made.
@@ -53,15 +52,19 @@ def claim_output(output: str, source: str) -> bool:
                 f"cannot write {output}: it is already the output of {holder} (recorded"
                 f" in {claim}; remove both files to write it again)"
             ) from None
-        return False
     except OSError as error:
         raise ModelIOError(f"cannot write {claim}: {error.strerror or error}") from None
-    return True
 
 
-def release_claim(output: str) -> None:
-    """Gives up a claim this process made for an output it did not write."""
-    discard(claim_path(output))
+def release_claim(output: str, source: str) -> None:
+    """Gives up ``source``'s claim on ``output`` when the output was never written.
+
+    A model that failed, was interrupted or lost its worker leaves the name free for
+    another input; a claim naming another input, or on a written output, stays.
+    """
+    claim = claim_path(output)
+    if not os.path.exists(output) and _text(claim) == os.path.realpath(source):
+        discard(claim)
 
 
 def _create(claim: str, text: str) -> None:
@@ -84,13 +87,19 @@ def _create(claim: str, text: str) -> None:
         handle.write(text)
 
 
+def _text(claim: str) -> str:
+    """The input path a claim holds; empty when it is empty or gone."""
+    try:
+        with open(claim, encoding="utf-8", errors="replace") as handle:
+            return handle.read().strip()
+    except OSError:
+        return ""
+
+
 def _holder(claim: str) -> str:
     """The input an existing claim names (waiting out one being written)."""
     for _ in range(_EMPTY_CLAIM_RETRIES):
-        with contextlib.suppress(FileNotFoundError):
-            with open(claim, encoding="utf-8", errors="replace") as handle:
-                text = handle.read().strip()
-            if text:
-                return text
+        if text := _text(claim):
+            return text
         time.sleep(_EMPTY_CLAIM_WAIT_S)
     return "another input (its claim is empty)"

@@ -42,6 +42,9 @@ def test_a_killed_worker_fails_only_the_model_it_held(tmp_path: Path) -> None:
     for name in written:
         assert (out / name).read_bytes() == Path(alone[name]).read_bytes()
     assert done.stdout.splitlines()[-1].startswith("FAILED | 12 models: 10 ok, 2 failed")
+    # The lost models' outputs are not claimed: another input may still take the names.
+    claims = sorted(path.name for path in out.glob(".*.eyefold-source"))
+    assert claims == [f".{name}.eyefold-source" for name in written]
     entries = json.loads(report.read_text(encoding="utf-8"))["models"]
     assert [Path(e["path"]).name for e in entries] == sorted(alone)
     assert [e["status"] for e in entries].count("failed") == 2
