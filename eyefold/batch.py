@@ -265,6 +265,9 @@ def _run_task(task: _Task) -> FileResult:
         if claimed:
             release_claim(planned.output, planned.input)
         if not isinstance(error, Exception):
+            from eyefold.model_files.atomic_write import discard_unfinished
+
+            discard_unfinished()
             raise  # Ctrl-C ends the batch
         # One model's failure, reported; the batch goes on.
         if task.verbose:

@@ -104,3 +104,16 @@ def test_ctrl_c_in_a_batch_stops_the_workers_without_a_trace(tmp_path: Path) -> 
     assert 1 <= len(written) < 48
     for name in written:
         assert (out / name).read_bytes() == Path(alone[name]).read_bytes()
+
+
+def test_a_temporary_file_an_interrupt_caught_before_its_try_is_removed(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C right after a temporary file is created, before the code that owns it runs."""
+    from eyefold.model_files.atomic_write import discard_unfinished, open_temporary
+
+    temp_path, fd = open_temporary(str(tmp_path / "o.onnx"))
+    os.close(fd)
+    assert temporaries(tmp_path) == [Path(temp_path).name]
+    discard_unfinished()  # what the command does on its way out
+    assert temporaries(tmp_path) == []

@@ -456,6 +456,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _discard_stdout()
         return STDOUT_CLOSED_STATUS
     except KeyboardInterrupt:
+        _discard_unfinished_files()
         print("eyefold: interrupted", file=sys.stderr)
         return INTERRUPTED_STATUS
     return status
@@ -470,6 +471,17 @@ def _discard_stdout() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, fileno)
     os.close(devnull)
+
+
+def _discard_unfinished_files() -> None:
+    """Removes the temporary files an interrupt caught before their clean-up was armed.
+
+    Only when the writing module was imported: otherwise nothing was written, and
+    importing it now would cost the interrupted run half a second.
+    """
+    atomic_write = sys.modules.get("eyefold.model_files.atomic_write")
+    if atomic_write is not None:
+        atomic_write.discard_unfinished()
 
 
 def _command(argv: Sequence[str] | None) -> int:

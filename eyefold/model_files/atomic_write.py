@@ -4,6 +4,11 @@ A temporary file lives in the target's own folder (a rename across filesystems w
 copy), is flushed to disk before the rename, and takes the mode of the file it replaces,
 so a crash or a full disk leaves the previous file, never a partial one.
 
+Ctrl-C can land between a temporary file's creation and the ``try`` that would remove it
+(or between its last write and the rename that owns it): every temporary file this process
+created and has not yet renamed or removed is remembered, and :func:`discard_unfinished`
+removes them on the way out.
+
 A process killed mid-write cannot remove its temporary file. Temporary names follow one
 pattern per target (``.<target name>.<8 hex digits>.tmp``), so the next write to that
 target removes the ones left behind, once they are old enough that no running write can
@@ -25,6 +30,7 @@ __all__ = [
     "STALE_TEMPORARY_SECONDS",
     "check_output_path",
     "discard",
+    "discard_unfinished",
     "finish_file",
     "open_temporary",
     "put_in_place",
@@ -38,16 +44,24 @@ __all__ = [
 # (and so touches its file) at least once a tensor, and renames it within seconds after.
 STALE_TEMPORARY_SECONDS = 15 * 60
 
+# The temporary files of this process not yet renamed into place or removed.
+_UNFINISHED: set[str] = set()
+
 
 def open_temporary(final_path: str) -> tuple[str, int]:
     """A new file beside ``final_path``; mode 0o666 less the umask, like a plain open()."""
     folder, base = os.path.split(final_path)
     for _ in range(100):
         temp_path = os.path.join(folder, f".{base}.{secrets.token_hex(4)}.tmp")
+        _UNFINISHED.add(temp_path)  # before it exists: no moment when it is not known
         try:
             return temp_path, os.open(temp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         except FileExistsError:
+            _UNFINISHED.discard(temp_path)  # another writer's
             continue
+        except OSError:
+            _UNFINISHED.discard(temp_path)  # not created
+            raise
     raise ModelIOError(f"cannot create a temporary file beside {final_path}")
 
 
@@ -64,6 +78,14 @@ def discard(path: str) -> None:
     """Removes a temporary file if it is still there (it is gone once renamed)."""
     with contextlib.suppress(FileNotFoundError):
         os.remove(path)
+    _UNFINISHED.discard(path)
+
+
+def discard_unfinished() -> None:
+    """Removes every temporary file this process left unfinished (after an interrupt)."""
+    for path in list(_UNFINISHED):
+        with contextlib.suppress(OSError):
+            discard(path)
 
 
 def sync_folder(folder: str) -> None:
