@@ -115,8 +115,8 @@ def test_a_batch_in_another_process_never_overwrites_another_inputs_output(
         )
         for model in (first, second)
     ]
-    codes = [run.wait(timeout=120) for run in runs]
-    errors = [run.communicate()[1] for run in runs]
+    errors = [run.communicate(timeout=120)[1] for run in runs]
+    codes = [run.returncode for run in runs]
     assert sorted(codes) == [0, 1], errors
     winner, loser = (first, second) if codes[0] == 0 else (second, first)
     assert (out / "model.onnx").read_bytes() == expected[winner.resolve()]
@@ -152,8 +152,8 @@ def test_the_readme_slurm_recipe_runs_from_an_empty_folder(tmp_path: Path) -> No
         for task, count in ((0, 2), (1, 2), (9, 10))  # task 9 of 10: an empty shard
     ]
     for task in tasks:
-        assert task.wait(timeout=180) == 0, task.communicate()
-        assert "error" not in task.communicate()[1]
+        _, err = task.communicate(timeout=180)
+        assert task.returncode == 0 and "error" not in err, err
     out = tmp_path / "out"
     assert (out / "report.0.json").is_file() and (out / "report.1.json").is_file()
     assert not (out / "report.9.json").exists()  # eyefold was not called on no input
