@@ -8,6 +8,7 @@ model alone instead of overwriting the earlier one's output.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -282,3 +283,39 @@ def test_the_readme_ray_recipe(tmp_path: Path) -> None:
     flat = [result for shard in recipe["results"] for result in shard]
     assert len(flat) == len(models) and all(r.status == "ok" for r in flat)
     assert_own_outputs(flat, expected)
+
+
+_CHECK_IN_A_DAEMON = """
+import json, multiprocessing, sys, eyefold
+
+def work(model, out, report):
+    options = eyefold.PipelineOptions(target_runtime="openvino")
+    [result] = eyefold.optimize_files([model], out, options=options, check=True)
+    with open(report, "w") as file:
+        json.dump({"status": result.status, "error": result.error,
+                   "check": result.report.to_dict()["check"] if result.report else None}, file)
+
+if __name__ == "__main__":
+    daemon = multiprocessing.get_context("spawn").Process(
+        target=work, args=tuple(sys.argv[1:4]), daemon=True
+    )
+    daemon.start()
+    daemon.join()
+    sys.exit(daemon.exitcode)
+"""
+
+
+def test_check_on_the_target_runtime_runs_in_a_daemonic_worker(tmp_path: Path) -> None:
+    pytest.importorskip("openvino")
+    model = Path(__file__).resolve().parent.parent / "sample_models" / "dynamic_batch.onnx"
+    report = tmp_path / "result.json"
+    script = tmp_path / "check_in_a_daemon.py"  # spawn re-imports the target from a file
+    script.write_text(_CHECK_IN_A_DAEMON)
+    done = subprocess.run(
+        [sys.executable, str(script), str(model), str(tmp_path / "out"), str(report)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(report.read_text())
+    assert result["status"] == "ok", result["error"]
+    assert "openvino" in result["check"]["output_backend"].lower()

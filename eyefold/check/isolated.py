@@ -58,9 +58,15 @@ def run_isolated(
 ) -> list[np.ndarray]:
     """The model's outputs on ``runtime``, run in a spawned child process.
 
+    A daemonic process (a Dask or multiprocessing worker) may not start one: there the
+    runtime runs in this process, as it did before the child existed, and a runtime that
+    aborts takes that worker with it.
+
     Raises:
         RunError: the runtime refused or failed the model, or its process crashed.
     """
+    if multiprocessing.current_process().daemon:
+        return list(runner_for(runtime)(model_path, feeds))
     paths = {
         name: os.path.join(scratch, f"isolated_{name}")
         for name in ("inputs.npz", "outputs.npz", "refusal.txt", "stderr.txt")
