@@ -149,6 +149,7 @@ def infer_with_values(
     """
     keep = set(targets)
     computed: list[str] = []
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
     for round_number in range(1, max_rounds + 1):
         inferred = onnx.shape_inference.infer_shapes(
             model, check_type=False, strict_mode=False, data_prop=True
@@ -157,7 +158,9 @@ def infer_with_values(
         if all(_static(found, name) for name in targets):
             return Inference(inferred, found, {}, round_number, computed)
         shapes = shape_table(inferred.graph)
-        values = propagate(inferred.graph.node, _constants(inferred.graph), shapes.get)
+        values = propagate(
+            inferred.graph.node, _constants(inferred.graph), shapes.get, opset=opset
+        )
         result = Inference(inferred, shapes, values, round_number, computed)
         useful = _read_where_unknown(inferred.graph, shapes)
         written = _write_constants(model.graph, values, keep, useful)

@@ -25,6 +25,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from eyefold.shape_facts.evaluate import evaluate
+
 __all__ = ["MAX_ELEMENTS", "PartialValue", "ShapeLookup", "from_array", "propagate"]
 
 # Shape values are short: longer tensors are not followed.
@@ -372,25 +374,52 @@ RULES: dict[str, Callable[[_Node], PartialValue | None]] = {
 }
 
 
+def _evaluated(
+    proto: onnx.NodeProto, inputs: Sequence[PartialValue | None], opset: int
+) -> list[PartialValue | None]:
+    """``proto``'s outputs computed by onnx's reference, when every input is known."""
+    arrays: list[np.ndarray | None] = []
+    for name, value in zip(proto.input, inputs, strict=True):
+        if name and (value is None or not value.known):
+            return []
+        arrays.append(value.array() if value is not None else None)
+    found = evaluate(proto, arrays, opset, max_elements=MAX_ELEMENTS) or []
+    return [None if array is None else from_array(array) for array in found]
+
+
 def propagate(
     nodes: Sequence[onnx.NodeProto],
     constants: Mapping[str, PartialValue],
     shape_of: ShapeLookup,
+    *,
+    opset: int | None = None,
 ) -> dict[str, PartialValue]:
     """The value of every output the rules compute, in one pass over sorted ``nodes``.
+
+    A node no rule computes, whose inputs are all known, is run as onnx's reference
+    evaluator runs it (:mod:`eyefold.shape_facts.evaluate`).
 
     Args:
         nodes: the graph's nodes, in topological order (default domain only count).
         constants: values already known (small initializers), by name.
         shape_of: a value's inferred dims (ints, names, None) or None when unknown.
+        opset: the model's default-domain opset (None: the newest onnx knows).
     """
+    opset = opset or onnx.defs.onnx_opset_version()
     values = dict(constants)
     for proto in nodes:
-        rule = RULES.get(proto.op_type)
-        if rule is None or proto.domain not in ("", "ai.onnx") or len(proto.output) != 1:
+        if proto.domain not in ("", "ai.onnx"):
             continue
+        rule = RULES.get(proto.op_type)
         inputs = [values.get(name) if name else None for name in proto.input]
-        found = rule(_Node(proto, inputs, shape_of))
-        if found is not None and len(found.items) <= MAX_ELEMENTS:
-            values[proto.output[0]] = found
+        if rule is not None and len(proto.output) == 1:
+            found = rule(_Node(proto, inputs, shape_of))
+            if found is not None and len(found.items) <= MAX_ELEMENTS:
+                values[proto.output[0]] = found
+                continue
+        if proto.op_type == "Constant":
+            continue
+        for name, value in zip(proto.output, _evaluated(proto, inputs, opset), strict=False):
+            if name and value is not None:
+                values[name] = value
     return values

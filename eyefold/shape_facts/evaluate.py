@@ -1,0 +1,163 @@
+"""Any default-domain op whose small inputs are all known, computed by onnx's reference.
+
+Exporters reach shapes through more ops than :mod:`eyefold.shape_facts.values` has rules
+for (TorchScript's ``unflatten`` normalizes its dim with a ``Mod`` of two constants), and
+tomorrow's exporter will use another. Where every input of a node is a fully known small
+value, the node is run as onnx's reference evaluator runs it, at the model's opset: the
+same semantics the soundness test checks the rules against, so nothing here is a second
+opinion on what an op computes. The hand-written rules stay where they know more than
+this can: symbolic dims and partly known values.
+
+A node stays unknown when its result is not the op's alone to decide (random ops), when
+it holds a subgraph or belongs to another domain, when its output could be large (the
+ops whose output size is read from an input's value are bounded before they run), and
+when the evaluation raises or warns (an integer division by zero, an overflow numpy
+notices).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+import onnx
+import onnx.reference
+
+from eyefold.core.domains import DEFAULT_DOMAINS
+
+__all__ = ["NOT_EVALUATED", "evaluate", "evaluable"]
+
+# Ops whose result is not a function of their inputs.
+_RANDOM = frozenset(
+    {
+        "RandomNormal",
+        "RandomNormalLike",
+        "RandomUniform",
+        "RandomUniformLike",
+        "Bernoulli",
+        "Multinomial",
+    }
+)
+# Ops whose output size is read from a value in a way not bounded below.
+_UNBOUNDED = frozenset(
+    {
+        "Resize",
+        "Upsample",
+        "CenterCropPad",
+        "MelWeightMatrix",
+        "DFT",
+        "STFT",
+        "Col2Im",
+        "MaxUnpool",
+        "AffineGrid",
+    }
+)
+NOT_EVALUATED = _RANDOM | _UNBOUNDED
+
+
+def _product(array: np.ndarray) -> int:
+    return math.prod(abs(int(item)) for item in array.reshape(-1).tolist())
+
+
+def _output_bound(op: str, inputs: Sequence[np.ndarray | None]) -> int | None:
+    """An upper bound of the output's element count where an input's value sets it.
+
+    None: the op's output is no larger than its inputs together.
+    """
+    first = inputs[0] if inputs else None
+    second = inputs[1] if len(inputs) > 1 else None
+    if op == "ConstantOfShape" and first is not None:
+        return _product(first)
+    if op in ("Expand", "Tile", "OneHot") and first is not None and second is not None:
+        return first.size * _product(second)
+    if op == "Range" and len(inputs) == 3 and all(v is not None for v in inputs):
+        start, limit, delta = (float(v.reshape(-1)[0]) for v in inputs)  # type: ignore[union-attr]
+        return math.ceil(abs((limit - start) / delta)) if delta else 0
+    if op == "Pad" and first is not None and second is not None:
+        return first.size + sum(abs(int(i)) for i in second.reshape(-1).tolist())
+    if op in ("HannWindow", "HammingWindow", "BlackmanWindow") and first is not None:
+        return _product(first)
+    return None
+
+
+def evaluable(node: onnx.NodeProto) -> bool:
+    """Whether ``node`` is one this module may run (its inputs' values aside)."""
+    return (
+        node.domain in DEFAULT_DOMAINS
+        and node.op_type not in NOT_EVALUATED
+        and not any(
+            attribute.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+            for attribute in node.attribute
+        )
+    )
+
+
+def evaluate(
+    node: onnx.NodeProto,
+    inputs: Sequence[np.ndarray | None],
+    opset: int,
+    *,
+    max_elements: int,
+) -> list[np.ndarray | None] | None:
+    """The values of ``node``'s outputs, or None when it is not run.
+
+    Args:
+        node: a node of the default domain.
+        inputs: the value of each input, None for an absent optional input (an unknown
+            input: nothing is run).
+        opset: the default domain's opset of the model.
+        max_elements: the most elements an output may have (a larger op is not run).
+    """
+    if not evaluable(node) or len(inputs) != len(node.input):
+        return None
+    if any((value is None) != (not name) for name, value in zip(node.input, inputs, strict=True)):
+        return None
+    try:
+        bound = _output_bound(node.op_type, inputs)
+    except (TypeError, ValueError, OverflowError, ZeroDivisionError):
+        return None
+    if bound is not None and bound > max_elements:
+        return None
+    key = tuple(
+        (name, value.dtype.str, value.shape, tuple(value.reshape(-1).tolist()))
+        for name, value in zip(node.input, inputs, strict=True)
+        if value is not None
+    )
+    found = _run(node.SerializeToString(), key, opset)
+    if found is None or any(v is not None and v.size > max_elements for v in found):
+        return None
+    return found
+
+
+@functools.lru_cache(maxsize=4096)
+def _run(
+    node_bytes: bytes,
+    inputs: tuple[tuple[str, str, tuple[int, ...], tuple[object, ...]], ...],
+    opset: int,
+) -> list[np.ndarray | None] | None:
+    """One node run by onnx's reference evaluator (cached: exporters repeat their chains).
+
+    The arrays returned are shared by every caller with the same key: never written to.
+    """
+    node = onnx.NodeProto.FromString(node_bytes)
+    feeds: dict[str, np.ndarray] = {}
+    declared = []
+    for name, dtype, shape, items in inputs:
+        array = np.array(items, dtype=np.dtype(dtype)).reshape(shape)
+        feeds[name] = array
+        element_type = onnx.helper.np_dtype_to_tensor_dtype(array.dtype)
+        declared.append(onnx.helper.make_tensor_value_info(name, element_type, None))
+    outputs = [onnx.ValueInfoProto(name=name) for name in node.output if name]
+    graph = onnx.helper.make_graph([node], "eyefold_evaluate", declared, outputs)
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
+    try:
+        with warnings.catch_warnings(), np.errstate(all="raise"):
+            warnings.simplefilter("error")
+            results = onnx.reference.ReferenceEvaluator(model).run(None, feeds)
+    except Exception:  # any failure of the op (or of the evaluator) leaves it unknown
+        return None
+    produced = iter(results)
+    return [np.asarray(next(produced)) if name else None for name in node.output]
