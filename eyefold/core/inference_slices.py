@@ -3,7 +3,8 @@
 Only the nodes the targets depend on are serialized (onnx-ir's whole-model round trip
 costs about 12x a protobuf load and save), with the tensors over
 :data:`~eyefold.core.limits.WEIGHTLESS_TENSOR_LIMIT_BYTES` declared as typed graph inputs
-(:mod:`eyefold.core.weightless`) and every subgraph named, so that what onnx infers maps
+(:mod:`eyefold.core.weightless`; a large Constant's output with its tensor's dims, which a
+shape chain may read) and every subgraph named, so that what onnx infers maps
 back onto the ``ir.Graph`` it came from.
 """
 
@@ -16,7 +17,12 @@ import onnx_ir as ir
 
 from eyefold.core.onnx_safety import StandIns
 from eyefold.core.scopes import Scope, subgraphs_of
-from eyefold.core.weightless import ir_large_constant, is_large, weightless_model
+from eyefold.core.weightless import (
+    ir_constant_input,
+    ir_large_constant,
+    is_large,
+    weightless_model,
+)
 
 __all__ = [
     "InferenceSlice",
@@ -124,7 +130,11 @@ def slice_model(
     large = {id(node) for node in piece.nodes if ir_large_constant(node)}
     for value in _free_values(piece.nodes, large):
         tensor = value.const_value
-        if tensor is not None and not is_large(tensor.nbytes):
+        producer = value.producer()
+        if producer is not None and id(producer) in large:
+            constant = producer.attributes["value"].value
+            graph.input.append(ir_constant_input(value.name or "", constant))
+        elif tensor is not None and not is_large(tensor.nbytes):
             proto = ir.serde.serialize_tensor(tensor)
             proto.name = value.name or ""
             graph.initializer.append(proto)

@@ -24,6 +24,7 @@ from eyefold.core.limits import WEIGHTLESS_TENSOR_LIMIT_BYTES
 from eyefold.core.onnx_safety import StandIns, defuse_eyelike_dtype
 
 __all__ = [
+    "ir_constant_input",
     "ir_large_constant",
     "is_large",
     "proto_large_constant",
@@ -83,6 +84,16 @@ def ir_large_constant(node: ir.Node) -> bool:
 def typed_input(name: str, tensor: onnx.TensorProto) -> onnx.ValueInfoProto:
     """A graph input standing for ``tensor``: its name, element type and dims."""
     return onnx.helper.make_tensor_value_info(name, tensor.data_type, list(tensor.dims))
+
+
+def ir_constant_input(name: str, tensor: ir.TensorProtocol) -> onnx.ValueInfoProto:
+    """A graph input standing for a large Constant's ``tensor``: its element type and dims.
+
+    A Constant's shape is its tensor's whatever the model declares, and a shape chain may
+    read it (a rotary table sliced to the sequence length).
+    """
+    dims = [int(dim) for dim in tensor.shape.numpy()]
+    return onnx.helper.make_tensor_value_info(name, tensor.dtype.value, dims)
 
 
 def typed_value_input(

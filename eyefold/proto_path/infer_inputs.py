@@ -6,8 +6,8 @@ them) makes the neighbourhood take the input's whole backward slice, for the pip
 the whole model, and deserializing it into onnx-ir costs what the whole-model path costs.
 Here the same inference runs first, in protobuf: the slice is copied into a weightless
 GraphProto built as that step builds its own (no value_info of the model, small
-initializers inline, large ones as inputs typed from their tensors, large Constants' outputs
-as inputs declared as the model declares them, EyeLike ``dtype`` defused), and inferred
+initializers inline, large ones and large Constants' outputs as inputs typed from their
+tensors, EyeLike ``dtype`` defused), and inferred
 with data propagation. An input that comes out with an
 element type and a fully static shape is then declared in the neighbourhood as a typed
 stand-in, so the neighbourhood needs only the EyeLike's direct producer, and the step
@@ -34,6 +34,7 @@ import onnx
 
 from eyefold.core.weightless import (
     is_large,
+    proto_large_constant,
     proto_nbytes,
     typed_input,
     weightless_model,
@@ -80,14 +81,6 @@ def _slice(index: GraphIndex, targets: list[str]) -> tuple[list[int], set[int]]:
     return sorted(selected), large
 
 
-def _declared(index: GraphIndex, name: str) -> onnx.ValueInfoProto:
-    """What the model declares of ``name`` (onnx-ir's value carries just that)."""
-    where = index.value_info.get(name)
-    if where is not None:
-        return index.graph.value_info[where]
-    return onnx.ValueInfoProto(name=name)
-
-
 def _slice_model(
     model: onnx.ModelProto,
     index: GraphIndex,
@@ -101,7 +94,10 @@ def _slice_model(
     graph = proto.graph
     graph.name = "eyefold_slice"
     kept = [p for p in positions if p not in large]
-    graph.input.extend(_declared(index, index.node_outputs[p][0]) for p in sorted(large))
+    for position in sorted(large):
+        tensor = proto_large_constant(source.node[position])
+        assert tensor is not None  # the index's large Constants are these
+        graph.input.append(typed_input(index.node_outputs[position][0], tensor))
     graph.node.extend(source.node[p] for p in kept)
     produced = {name for p in kept for name in index.node_outputs[p]}
     free: dict[str, None] = {}

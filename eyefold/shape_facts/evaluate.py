@@ -28,7 +28,7 @@ import onnx.reference
 
 from eyefold.core.domains import DEFAULT_DOMAINS
 
-__all__ = ["NOT_EVALUATED", "evaluate", "evaluable"]
+__all__ = ["NOT_EVALUATED", "evaluable", "evaluate"]
 
 # Ops whose result is not a function of their inputs.
 _RANDOM = frozenset(
@@ -113,7 +113,8 @@ def evaluate(
     """
     if not evaluable(node) or len(inputs) != len(node.input):
         return None
-    if any((value is None) != (not name) for name, value in zip(node.input, inputs, strict=True)):
+    pairs = zip(node.input, inputs, strict=True)
+    if any((value is None) != (not name) for name, value in pairs):
         return None
     try:
         bound = _output_bound(node.op_type, inputs)

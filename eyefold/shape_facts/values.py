@@ -419,7 +419,6 @@ def propagate(
                 continue
         if proto.op_type == "Constant":
             continue
-        for name, value in zip(proto.output, _evaluated(proto, inputs, opset), strict=False):
-            if name and value is not None:
-                values[name] = value
+        computed = zip(proto.output, _evaluated(proto, inputs, opset), strict=False)
+        values.update({name: value for name, value in computed if name and value is not None})
     return values
