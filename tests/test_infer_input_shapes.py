@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
 
 import numpy as np
 import onnx
+import onnx.reference
 import onnx_ir as ir
 import pytest
 
@@ -183,3 +185,83 @@ def test_onnx_really_crashes_on_that_model():
         [sys.executable, "-c", script, CUSTOM_OP_MODEL], capture_output=True, timeout=120
     )
     assert done.returncode < 0, "onnx no longer crashes; the workaround may be dropped"
+
+
+def _rotary_mask_model(rows_source: str) -> onnx.ModelProto:
+    """A MossFormer block's mask: a 1 MiB rotary table [8192, 32] (a Constant, as the
+    exporter writes it) sized by the input, then ``torch.eye(n, dtype=bool)`` from its shape.
+
+    ``rows_source``: "slice" cuts the table to the sequence length before the Shape;
+    "table" reads the table's own dim 1.
+    """
+    helper = onnx.helper
+    table = onnx.numpy_helper.from_array(
+        np.arange(8192 * 32, dtype=np.float32).reshape(8192, 32), "table"
+    )
+
+    def const(name: str, value: object) -> onnx.NodeProto:
+        tensor = onnx.numpy_helper.from_array(np.array(value, np.int64), name)
+        return helper.make_node("Constant", [], [name], value=tensor)
+
+    if rows_source == "slice":
+        chain = [
+            helper.make_node("Shape", ["x"], ["x_shape"]),
+            const("one", 1),
+            helper.make_node("Gather", ["x_shape", "one"], ["seq"]),
+            const("axes", [0]),
+            helper.make_node("Unsqueeze", ["seq", "axes"], ["seq1"]),
+            helper.make_node("Slice", ["rotary", "axes", "seq1", "axes"], ["part"]),
+            helper.make_node("Shape", ["part"], ["part_shape"]),
+            const("at", [0]),
+        ]
+    else:
+        chain = [helper.make_node("Shape", ["rotary"], ["part_shape"]), const("at", [1])]
+    nodes = [
+        helper.make_node(
+            "Constant", [], ["rotary"], value=table, name="/intra_mossformer/Constant_27"
+        ),
+        *chain,
+        helper.make_node("Gather", ["part_shape", "at"], ["rows"]),
+        helper.make_node("Concat", ["rows", "rows"], ["dims"], axis=0),
+        helper.make_node("ConstantOfShape", ["dims"], ["zeros"]),
+        helper.make_node(
+            "EyeLike", ["zeros"], ["eye"], name="eye", dtype=onnx.TensorProto.BOOL
+        ),
+        helper.make_node("Not", ["eye"], ["mask"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "rotary_mask",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 100, 64])],
+        [helper.make_tensor_value_info("mask", onnx.TensorProto.BOOL, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize(("rows_source", "size"), [("slice", 100), ("table", 32)])
+def test_a_large_constant_keeps_its_shape_on_the_file_path(
+    tmp_path, rows_source: str, size: int
+):
+    from eyefold.cli.main import main
+
+    source, output, report = tmp_path / "m.onnx", tmp_path / "o.onnx", tmp_path / "r.json"
+    onnx.save(_rotary_mask_model(rows_source), source)
+    args = ["optimize", str(source), str(output), "-q", "--report", str(report)]
+    assert main(args) == 0
+    node = json.loads(report.read_text())["nodes"][0]
+    assert node["action"] == "folded", node
+    assert count_ops(onnx.load(output), "EyeLike") == 0
+    feeds = {"x": np.zeros((1, 100, 64), np.float32)}
+    assert_same_outputs(onnx.load(source), onnx.load(output), feeds)
+    mask = onnx.reference.ReferenceEvaluator(onnx.load(output)).run(None, feeds)[0]
+    assert mask.shape == (size, size)
+
+
+@pytest.mark.parametrize("rows_source", ["slice", "table"])
+def test_a_large_constant_keeps_its_shape_in_the_library(rows_source: str):
+    model = ir.serde.deserialize_model(_rotary_mask_model(rows_source))
+    result = eyefold.optimize_with_report(model)
+    assert [n.action for n in result.report.nodes] == ["folded"]
+    assert count_ops(model, "EyeLike") == 0
