@@ -1,11 +1,15 @@
 """Shape values are computed as the ops compute them, and only where they are known.
 
-The value rules (``eyefold.shape_facts.values``) are checked against onnx's reference
-evaluator on random shape chains: every element they call known must equal what the model
-computes, for every value of the dims that are not static (two different values each).
+The value rules (``eyefold.shape_facts.values``), and the ops with no rule that are run
+by onnx's reference where their inputs are known (``eyefold.shape_facts.evaluate``), are
+checked against onnx's reference evaluator run on the whole graph of random shape
+chains: every element they call known must equal what the model computes, for every value
+of the dims that are not static (two different values each).
 """
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import onnx
@@ -46,7 +50,7 @@ def _chains(draw: st.DrawFn) -> tuple[list[onnx.NodeProto], str, list[object]]:
             st.sampled_from(
                 [
                     "gather", "slice", "concat", "arith", "cast", "minmax", "where", "neg",
-                    "expand",
+                    "expand", "general",
                 ]
             )
         )
@@ -96,6 +100,9 @@ def _chains(draw: st.DrawFn) -> tuple[list[onnx.NodeProto], str, list[object]]:
             length = size if length == 1 else length
             if length == 0:
                 return nodes, out, dims
+        elif kind == "general":
+            node, length = _general_op(draw, current, out, c, length)
+            nodes += node
         else:
             nodes += [helper.make_node("Neg", [current], [out])]
         current = out
@@ -105,6 +112,50 @@ def _chains(draw: st.DrawFn) -> tuple[list[onnx.NodeProto], str, list[object]]:
         helper.make_node("Reshape", [current, "flat"], ["r"]),
     ]
     return nodes, "r", dims
+
+
+# Ops no value rule computes, run by onnx's reference where their inputs are known, by
+# name ("Op-variant"): (the strategy of their second operand or None, attributes).
+_GENERAL_OPS = {
+    "Mod": (st.integers(-4, 4).filter(bool), {}),
+    "Mod-fmod": (st.integers(-4, 4).filter(bool), {"fmod": 1}),
+    "Pow": (st.integers(0, 3), {}),
+    "BitwiseAnd": (st.integers(0, 7), {}),
+    "BitwiseOr": (st.integers(0, 7), {}),
+    "Sign": (None, {}),
+    "Relu": (None, {}),
+    "CumSum": (st.just(0), {}),
+    "CumSum-reverse": (st.just(0), {"exclusive": 1, "reverse": 1}),
+    "ReduceSum": (st.just([0]), {"keepdims": 1}),
+    "ReduceProd": (st.just([0]), {"keepdims": 1}),
+    "ReduceMax": (st.just([0]), {"keepdims": 1}),
+    "Tile": (st.integers(1, 2), {}),
+    "Pad": (st.lists(st.integers(0, 2), min_size=2, max_size=2), {}),
+    "ArgMax": (None, {"keepdims": 1}),
+    "TopK": (st.just([1]), {}),
+}
+
+
+def _general_op(
+    draw: st.DrawFn, current: str, out: str, c: str, length: int
+) -> tuple[list[onnx.NodeProto], int]:
+    """One op of :data:`_GENERAL_OPS` on ``current``: its nodes and the result's length."""
+    name = draw(st.sampled_from(sorted(_GENERAL_OPS)))
+    operand, attributes = _GENERAL_OPS[name]
+    op = name.split("-")[0]
+    value = draw(operand) if operand is not None else None
+    if op == "Tile":
+        value, grown = [value], length * value
+    elif op == "Pad":
+        grown = length + sum(value)
+    elif op in ("ReduceSum", "ReduceProd", "ReduceMax", "ArgMax", "TopK"):
+        grown = 1
+    else:
+        grown = length
+    nodes = [] if value is None else [_const(c, value)]
+    inputs = [current] if value is None else [current, c]
+    outputs = [out, f"{c}i"] if op == "TopK" else [out]
+    return [*nodes, helper.make_node(op, inputs, outputs, **attributes)], grown
 
 
 def _run(nodes: list[onnx.NodeProto], result: str, dims: list[int]) -> np.ndarray:
@@ -122,9 +173,15 @@ def _run(nodes: list[onnx.NodeProto], result: str, dims: list[int]) -> np.ndarra
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_chains())
 def test_known_elements_are_what_the_model_computes(case) -> None:
+    _assert_known_elements_are_computed(case)
+
+
+def _assert_known_elements_are_computed(case: tuple[list[onnx.NodeProto], str, list]) -> None:
+    """Every element ``propagate`` calls known is what the reference computes, for two
+    values of each symbolic dim."""
     nodes, result, dims = case
     shapes = {"x": [d if isinstance(d, int) else None for d in dims]}
-    found = propagate(nodes, {}, shapes.get).get(result)
+    found = propagate(nodes, {}, shapes.get, opset=22).get(result)
     for a, b in ((2, 3), (5, 1)):
         concrete = [d if isinstance(d, int) else (a if d == "a" else b) for d in dims]
         expected = _run(nodes, result, concrete).reshape(-1)
@@ -133,6 +190,35 @@ def test_known_elements_are_what_the_model_computes(case) -> None:
         assert len(found.items) == expected.size
         for item, want in zip(found.items, expected.tolist(), strict=True):
             assert item is None or item == want
+
+
+@st.composite
+def _general_chains(draw: st.DrawFn) -> tuple[list[onnx.NodeProto], str, list[object]]:
+    """Shape(x) shifted by a constant, then ops only onnx's reference computes."""
+    rank = draw(st.integers(1, 4))
+    dims: list[object] = [
+        draw(st.one_of(st.integers(1, 6), st.integers(1, 6), st.integers(1, 6), st.just("a")))
+        for _ in range(rank)
+    ]
+    shift = draw(st.integers(-4, 4))
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        _const("shift", [shift]),
+        helper.make_node("Sub", ["s", "shift"], ["v0"]),
+    ]
+    length, current = rank, "v0"
+    for step in range(draw(st.integers(1, 3))):
+        out = f"v{step + 1}"
+        added, length = _general_op(draw, current, out, f"c{step}", length)
+        nodes += added
+        current = out
+    return nodes, current, dims
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_general_chains())
+def test_ops_only_the_reference_computes_are_what_the_model_computes(case) -> None:
+    _assert_known_elements_are_computed(case)
 
 
 def _hippynn_chain(batch: int | str) -> onnx.ModelProto:
@@ -248,3 +334,126 @@ def test_where_lost_is_none_for_a_static_shape() -> None:
     assert where_lost(inference, "zeros", ["x"]) is None
     ir_model = ir.serde.deserialize_model(_hippynn_chain("P"))
     assert eyefold.optimize_with_report(ir_model).report.counts()["folded"] == 1
+
+
+def _unflatten_model(batch: int | str) -> onnx.ModelProto:
+    """TorchScript's ``x.unflatten(-1, (4, 4))`` (symbolic_opset13), then the 4x4 diagonal
+    mask roma's ``rotmat_to_unitquat`` takes: the dim is normalized by ``Mod`` of two
+    Constants, which onnx's data propagation does not follow."""
+    nodes = [
+        _const("rank", [2]),
+        _const("minus_one", [-1]),
+        helper.make_node("Add", ["rank", "minus_one"], ["dim_plus_rank"]),
+        helper.make_node("Mod", ["dim_plus_rank", "rank"], ["dim"], name="mod"),
+        helper.make_node("Shape", ["x"], ["size"]),
+        _const("zero", [0]),
+        _const("one", [1]),
+        helper.make_node("Reshape", ["dim", "one"], ["head_end"]),
+        helper.make_node("Slice", ["size", "zero", "head_end"], ["head"]),
+        helper.make_node("Add", ["dim", "one"], ["dim_plus_one"]),
+        helper.make_node("Reshape", ["dim_plus_one", "one"], ["tail_start"]),
+        _const("end", [np.iinfo(np.int64).max]),
+        helper.make_node("Slice", ["size", "tail_start", "end"], ["tail"]),
+        _const("sizes", [4, 4]),
+        helper.make_node("Concat", ["head", "sizes", "tail"], ["final"], axis=0),
+        helper.make_node("Reshape", ["x", "final"], ["matrices"]),
+        helper.make_node("Shape", ["matrices"], ["matrices_size"]),
+        _const("minus_two", [-2]),
+        helper.make_node("Slice", ["matrices_size", "minus_two", "end"], ["last_two"]),
+        helper.make_node("ConstantOfShape", ["last_two"], ["zeros"]),
+        helper.make_node("EyeLike", ["zeros"], ["eye"], name="eye"),
+        helper.make_node("Mul", ["matrices", "eye"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "unflatten",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 4, 4])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
+
+
+def test_a_constant_mod_folds_on_the_command_line(tmp_path) -> None:
+    from eyefold.cli.main import main
+
+    source, output, report = tmp_path / "m.onnx", tmp_path / "o.onnx", tmp_path / "r.json"
+    onnx.save(_unflatten_model("B"), source)
+    assert main(["optimize", str(source), str(output), "-q", "--report", str(report)]) == 0
+    node = json.loads(report.read_text())["nodes"][0]
+    assert node["action"] == "folded", node
+    x = np.random.default_rng(0).standard_normal((3, 16)).astype(np.float32)
+    want = onnx.reference.ReferenceEvaluator(str(source)).run(None, {"x": x})[0]
+    got = onnx.reference.ReferenceEvaluator(str(output)).run(None, {"x": x})[0]
+    assert got.tobytes() == want.tobytes()
+
+
+def test_a_constant_mod_folds_in_the_library() -> None:
+    ir_model = ir.serde.deserialize_model(_unflatten_model("B"))
+    assert eyefold.optimize_with_report(ir_model).report.counts()["folded"] == 1
+    _, report = _optimized(_unflatten_model("B"))
+    assert report.counts()["folded"] == 1
+
+
+def _two_constants_then(node: onnx.NodeProto, a: object, b: object) -> list[onnx.NodeProto]:
+    return [_const("a", a), _const("b", b), node]
+
+
+@pytest.mark.parametrize(
+    "nodes",
+    [
+        # an integer division by zero: the runtime's business, not a number to fold
+        _two_constants_then(helper.make_node("Mod", ["a", "b"], ["out"]), [5], [0]),
+        # a result drawn at random
+        [
+            _const("a", [3]),
+            helper.make_node("Cast", ["a"], ["f"], to=TensorProto.FLOAT),
+            helper.make_node("RandomUniformLike", ["f"], ["r"], seed=1.0),
+            helper.make_node("Cast", ["r"], ["out"], to=_INT64),
+        ],
+        # an output a value sizes far beyond a shape value
+        [
+            _const("a", 0),
+            _const("b", 10**9),
+            _const("c", 1),
+            helper.make_node("Range", ["a", "b", "c"], ["out"]),
+        ],
+        # another domain's op of the same name
+        _two_constants_then(
+            helper.make_node("Mod", ["a", "b"], ["out"], domain="x"), [5], [3]
+        ),
+        # a subgraph
+        [
+            _const("a", [5]),
+            helper.make_node(
+                "Loop",
+                ["", ""],
+                ["out"],
+                body=helper.make_graph(
+                    [], "body", [], [helper.make_tensor_value_info("a", _INT64, [1])]
+                ),
+            ),
+        ],
+    ],
+    ids=["mod-by-zero", "random", "large-range", "other-domain", "subgraph"],
+)
+def test_what_is_not_evaluated_stays_unknown(nodes: list[onnx.NodeProto]) -> None:
+    assert "out" not in propagate(nodes, {}, {}.get, opset=22)
+
+
+@pytest.mark.parametrize(
+    ("node", "a", "b", "want"),
+    [
+        (helper.make_node("Mod", ["a", "b"], ["out"]), [-7, 7], [3], [2, 1]),
+        (helper.make_node("Mod", ["a", "b"], ["out"], fmod=1), [-7, 7], [3], [-1, 1]),
+        (helper.make_node("Pow", ["a", "b"], ["out"]), [2, 3], [2], [4, 9]),
+        (helper.make_node("Tile", ["a", "b"], ["out"]), [1, 2], [2], [1, 2, 1, 2]),
+        (helper.make_node("Range", ["a", "b", "c"], ["out"]), 1, 4, [1, 2, 3]),
+    ],
+    ids=["mod", "fmod", "pow", "tile", "range"],
+)
+def test_an_op_without_a_rule_is_computed_when_its_inputs_are_known(node, a, b, want):
+    nodes = [_const("a", a), _const("b", b), _const("c", 1), node]
+    found = propagate(nodes, {}, {}.get, opset=22)["out"]
+    assert found.known and list(found.items) == want
