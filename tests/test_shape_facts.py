@@ -457,3 +457,114 @@ def test_an_op_without_a_rule_is_computed_when_its_inputs_are_known(node, a, b, 
     nodes = [_const("a", a), _const("b", b), _const("c", 1), node]
     found = propagate(nodes, {}, {}.get, opset=22)["out"]
     assert found.known and list(found.items) == want
+
+
+def _scm_model() -> onnx.ModelProto:
+    """asteroid's ``condition_scm`` on a masked spatial covariance: x [B, F, C, T] and
+    mask [B, F, T] make scm [B, F, C, C], and ``torch.eye(scm.shape[-1])`` needs only C."""
+    nodes = [
+        _const("two", [2]),
+        helper.make_node("Unsqueeze", ["mask", "two"], ["mask4"]),
+        helper.make_node("Mul", ["x", "mask4"], ["masked"]),
+        helper.make_node("Transpose", ["x"], ["xt"], perm=[0, 1, 3, 2]),
+        helper.make_node("MatMul", ["masked", "xt"], ["scm"]),
+        helper.make_node("Shape", ["scm"], ["size"]),
+        _const("last", -1),
+        helper.make_node("Gather", ["size", "last"], ["n"]),
+        _const("axes", [0]),
+        helper.make_node("Unsqueeze", ["n", "axes"], ["n1"]),
+        helper.make_node("Concat", ["n1", "n1"], ["dims"], axis=0),
+        helper.make_node("ConstantOfShape", ["dims"], ["zeros"]),
+        helper.make_node("EyeLike", ["zeros"], ["eye"], name="eye"),
+        helper.make_node("Add", ["scm", "eye"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "scm",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", "F", "C", "T"]),
+            helper.make_tensor_value_info("mask", TensorProto.FLOAT, ["B", "F", "T"]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", "F", "C", "C"])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _unevaluated_op_model() -> onnx.ModelProto:
+    """``x.reshape(n, -1)`` with n from an op eyefold does not evaluate, then
+    ``torch.eye(r.shape[1])``: the -1 reads every dim of x, but pinning x does not help."""
+    nodes = [
+        _const("k", [4]),
+        helper.make_node("Foo", ["k"], ["n"], domain="custom", name="foo"),
+        _const("rest", [-1]),
+        helper.make_node("Concat", ["n", "rest"], ["target"], axis=0),
+        helper.make_node("Reshape", ["x", "target"], ["r"]),
+        helper.make_node("Shape", ["r"], ["size"]),
+        _const("one", [1]),
+        helper.make_node("Gather", ["size", "one"], ["cols"]),
+        helper.make_node("Concat", ["cols", "cols"], ["dims"], axis=0),
+    ]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", 16])
+    model = _eyelike_of(nodes, [x])
+    model.opset_import.append(helper.make_opsetid("custom", 1))
+    return model
+
+
+def _runtime_value_model() -> onnx.ModelProto:
+    """``torch.eye(x.shape[0], n)`` with n a graph input's value."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["size"]),
+        _const("first", [0]),
+        helper.make_node("Gather", ["size", "first"], ["rows"]),
+        helper.make_node("Concat", ["rows", "n"], ["dims"], axis=0),
+    ]
+    inputs = [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", 4]),
+        helper.make_tensor_value_info("n", _INT64, [1]),
+    ]
+    return _eyelike_of(nodes, inputs)
+
+
+def _shape_lost_on_the_command_line(tmp_path, model: onnx.ModelProto, *args: str) -> dict:
+    from eyefold.cli.main import main
+
+    source, output, report = tmp_path / "m.onnx", tmp_path / "o.onnx", tmp_path / "r.json"
+    onnx.save(model, source)
+    run = ["optimize", str(source), str(output), "-q", "--report", str(report), *args]
+    assert main(run) == 0
+    (node,) = json.loads(report.read_text())["nodes"]
+    return node
+
+
+@pytest.mark.parametrize(
+    ("build", "expected"),
+    [
+        (
+            _scm_model,
+            {"value": "x", "node": None, "op": None,
+             "why": "dim 2 ('C') is dynamic; --input-shape pins it"},
+        ),
+        (
+            _unevaluated_op_model,
+            {"value": "n", "node": "foo", "op": "Foo",
+             "why": "its value is computed by Foo, which eyefold does not evaluate"},
+        ),
+        (
+            _runtime_value_model,
+            {"value": "n", "node": None, "op": None,
+             "why": "its value is only known at run time; so is graph input 'x' (dim 0 ('B')"
+             " is dynamic, and pinning it leaves the shape unknown)"},
+        ),
+    ],
+    ids=["only-the-dims-it-depends-on", "the-op-not-evaluated", "pinning-does-not-help"],
+)  # fmt: skip
+def test_lost_at_names_what_the_shape_depends_on(tmp_path, build, expected) -> None:
+    node = _shape_lost_on_the_command_line(tmp_path, build())
+    assert node["action"] == "inferred"
+    assert node["shape_lost"] == expected
+
+
+def test_pinning_the_dims_named_folds(tmp_path) -> None:
+    pin = ["--input-shape", "x:B,F,4,T"]
+    node = _shape_lost_on_the_command_line(tmp_path, _scm_model(), *pin)
+    assert node["action"] == "folded" and node["shape"] == [4, 4]

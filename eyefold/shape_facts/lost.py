@@ -3,27 +3,37 @@
 After the rounds of inference (:mod:`eyefold.shape_facts.rounds`) an EyeLike input may
 still have unknown dims. :func:`where_lost` walks back from it, one need at a time: the
 dims of a tensor's shape, or the elements of a shape value. At each node it asks which
-input (and which of its dims or elements) the unknown part comes from, and follows the
-first one that is unknown, until it reaches a node whose inputs are known where its
-output is not (onnx's inference or eyefold's value rules stop there), an op whose output
-depends on the data, or a graph input with dynamic dims (which ``--input-shape`` pins).
+input (and which of its dims or elements) the unknown part comes from, following only
+the dims an op's shape rule maps the unknown ones to (a broadcast, MatMul, Einsum,
+Concat, Slice...), until it reaches a node whose inputs are known where its output is not
+(onnx's inference or eyefold's value rules stop there), an op whose output depends on the
+data or that eyefold does not evaluate, or a graph input with dynamic dims. Those dims
+are named; ``--input-shape`` is suggested only when the inference, run again with them
+pinned, makes the shape static.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 import onnx
 
 from eyefold.core.metadata_keys import SHAPE_LOST_KEY
-from eyefold.shape_facts.op_shapes import DATA_DEPENDENT, SAME_SHAPE, VALUE_INPUTS
-from eyefold.shape_facts.rounds import Dims, Inference
+from eyefold.shape_facts.evaluate import evaluable
+from eyefold.shape_facts.op_shapes import (
+    BROADCASTING,
+    DATA_DEPENDENT,
+    SAME_SHAPE,
+    VALUE_INPUTS,
+)
+from eyefold.shape_facts.rounds import Dims, Inference, infer_with_values
 from eyefold.shape_facts.values import RULES, slice_positions
 
 __all__ = ["SHAPE_LOST_KEY", "ShapeLoss", "input_loss", "losses", "where_lost"]
 
 _MAX_STEPS = 256
+_NOT_INFERRED = "onnx's inference gives it no static shape though its inputs are known"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,23 +81,35 @@ def _exact(parent: _Need, child: _Need) -> bool:
     return child.parts is not None or parent.parts is None
 
 
-def _dims_text(dims: Dims, positions: list[int]) -> str:
+# What a pinned dim is set to when checking that pinning makes a shape static.
+_PIN = 2
+
+
+def _dims_text(dims: Dims, positions: list[int], pinnable: bool) -> str:
+    """The dynamic dims, and ``--input-shape`` where pinning them was seen to help."""
     named = [f"dim {i} ({dims[i]!r})" if dims[i] else f"dim {i}" for i in positions]
     verb, pronoun = ("is", "it") if len(named) == 1 else ("are", "them")
-    return f"{', '.join(named)} {verb} dynamic; --input-shape pins {pronoun}"
+    if pinnable:
+        return f"{', '.join(named)} {verb} dynamic; --input-shape pins {pronoun}"
+    return f"{', '.join(named)} {verb} dynamic, and pinning {pronoun} leaves the shape unknown"
 
 
 def input_loss(name: str, dims: Dims) -> ShapeLoss:
-    """The loss at graph input ``name``, declared with ``dims``."""
+    """The loss at graph input ``name``, declared with ``dims`` (the EyeLike's own input)."""
     unknown = [i for i, d in enumerate(dims) if not isinstance(d, int)]
-    return ShapeLoss(name, None, None, _dims_text(dims, unknown))
+    return ShapeLoss(name, None, None, _dims_text(dims, unknown, pinnable=True))
 
 
 class _Walk:
     """The facts of one inference, asked what is known and where a need leads."""
 
-    def __init__(self, inference: Inference, model_inputs: Collection[str]) -> None:
+    def __init__(
+        self, inference: Inference, model_inputs: Collection[str], targets: list[str]
+    ) -> None:
         graph = inference.model.graph
+        self.model = inference.model
+        self.targets = targets
+        self.pinned: dict[tuple[tuple[str, tuple[int, ...]], ...], dict[str, Dims]] = {}
         self.shapes = inference.shapes
         self.values = inference.values
         self.constants = {t.name for t in graph.initializer}
@@ -122,7 +144,39 @@ class _Walk:
             return dims[0] if dims and isinstance(dims[0], int) else (1 if not dims else None)
         return None
 
-    def at_input(self, need: _Need) -> ShapeLoss:
+    def pinning_makes_static(self, target: str, inputs: Collection[_Need]) -> bool:
+        """Whether pinning the unknown dims ``inputs`` name makes ``target``'s shape static.
+
+        Seen by running the inference again with those dims pinned (to any value), once
+        for every target that needs the same pins.
+        """
+        pins: dict[str, tuple[int, ...]] = {}
+        for need in inputs:
+            unknown = self.unknown(need)
+            if need.name not in self.model_inputs or need.kind != "shape" or not unknown:
+                return False
+            pins[need.name] = tuple(unknown)
+        key = tuple(sorted(pins.items()))
+        if key not in self.pinned:
+            self.pinned[key] = self._infer_pinned(pins)
+        return _static(self.pinned[key].get(target))
+
+    def _infer_pinned(self, pins: dict[str, tuple[int, ...]]) -> dict[str, Dims]:
+        model = onnx.ModelProto()
+        model.CopyFrom(self.model)
+        graph = model.graph
+        del graph.value_info[:]
+        for output in graph.output:
+            output.ClearField("type")
+        for info in graph.input:
+            for position in pins.get(info.name, ()):
+                info.type.tensor_type.shape.dim[position].dim_value = _PIN
+        try:
+            return infer_with_values(model, self.targets).shapes
+        except Exception:  # onnx raises several unrelated types; then nothing is claimed
+            return {}
+
+    def at_input(self, need: _Need, pinnable: bool = True) -> ShapeLoss:
         name = need.name
         if name not in self.model_inputs:
             why = "its value is a tensor too large to follow as a shape value"
@@ -134,7 +188,8 @@ class _Walk:
         dims = self.shapes.get(name)
         if dims is None:
             return ShapeLoss(name, None, None, "its shape is not declared")
-        return ShapeLoss(name, None, None, _dims_text(dims, self.unknown(need) or []))
+        why = _dims_text(dims, self.unknown(need) or [], pinnable)
+        return ShapeLoss(name, None, None, why)
 
 
 def _unknowns(walk: _Walk, names: list[str], kind: str) -> list[_Need]:
@@ -161,10 +216,13 @@ def _element_step(walk: _Walk, node: onnx.NodeProto, element: int | None) -> lis
     if element is None:
         if op in ("Shape", "Size"):
             return [_Need("shape", inputs[0])]
+        computed = op in RULES or evaluable(node)
         found = _unknowns(walk, inputs, "value")
-        if found and op in RULES:
+        if found and computed:
             return found
-        return f"its value is computed by {op}, which eyefold does not evaluate"
+        if not computed:
+            return f"its value is computed by {op}, which eyefold does not evaluate"
+        return f"its value is not followed: too large, or {op} fails on what it reads"
     if op == "Shape":
         dims = walk.shapes.get(inputs[0])
         start = onnx.helper.get_node_attr_value(node, "start") if _has(node, "start") else 0
@@ -260,6 +318,269 @@ def _reshape_step(walk: _Walk, inputs: list[str], dims: list[int]) -> list[_Need
     return needs
 
 
+def _unknown_dim(walk: _Walk, name: str, dim: int) -> list[_Need] | None:
+    """A need for ``name``'s dim ``dim`` when it is unknown, [] when known.
+
+    None: ``name``'s rank is not known (then its whole shape is needed).
+    """
+    dims = walk.shapes.get(name)
+    if dims is None:
+        return None
+    if not 0 <= dim < len(dims):
+        return []
+    return [] if isinstance(dims[dim], int) else [_Need("shape", name, (dim,))]
+
+
+def _broadcast_sources(walk: _Walk, names: list[str], rank: int, dims: list[int]):
+    """The inputs' dims an unknown output dim of a broadcast comes from (numpy's rules)."""
+    needs: list[_Need] = []
+    for dim in dims:
+        for name in names:
+            given = walk.shapes.get(name)
+            if given is None:
+                return None
+            found = _unknown_dim(walk, name, dim - (rank - len(given)))
+            needs.extend(n for n in found or [] if n not in needs)
+    return needs
+
+
+def _matmul_sources(walk: _Walk, inputs: list[str], rank: int, dims: list[int]):
+    a, b = walk.shapes.get(inputs[0]), walk.shapes.get(inputs[1])
+    if a is None or b is None or len(a) < 2 or len(b) < 2:
+        return None
+    needs: list[_Need] = []
+    for dim in dims:
+        if dim == rank - 1:
+            found = _unknown_dim(walk, inputs[1], len(b) - 1)
+        elif dim == rank - 2:
+            found = _unknown_dim(walk, inputs[0], len(a) - 2)
+        else:  # the batch dims broadcast, aligned at their end
+            found = [
+                need
+                for name, given in zip(inputs, (a, b), strict=True)
+                for need in _unknown_dim(walk, name, dim - (rank - len(given))) or []
+            ]
+        if found is None:
+            return None
+        needs.extend(n for n in found if n not in needs)
+    return needs
+
+
+def _einsum_sources(walk: _Walk, node: onnx.NodeProto, dims: list[int]):
+    equation = onnx.helper.get_node_attr_value(node, "equation")
+    equation = equation.decode() if isinstance(equation, bytes) else str(equation)
+    if "..." in equation or "->" not in equation:
+        return None
+    terms, output = equation.replace(" ", "").split("->")
+    needs: list[_Need] = []
+    for dim in dims:
+        if dim >= len(output):
+            return None
+        letter = output[dim]
+        found = [
+            need
+            for name, term in zip(node.input, terms.split(","), strict=False)
+            if letter in term
+            for need in (_unknown_dim(walk, name, term.index(letter)) or [])
+        ]
+        needs.extend(n for n in found if n not in needs)
+    return needs
+
+
+def _concat_sources(walk: _Walk, node: onnx.NodeProto, rank: int, dims: list[int]):
+    axis = onnx.helper.get_node_attr_value(node, "axis") if _has(node, "axis") else 0
+    axis = axis + rank if axis < 0 else axis
+    needs: list[_Need] = []
+    for dim in dims:
+        found: list[_Need] = []
+        for name in node.input:  # along the axis every input counts; across it, one does
+            unknown = _unknown_dim(walk, name, dim)
+            if unknown is None:
+                return None
+            found.extend(unknown)
+            if found and dim != axis:
+                break
+        needs.extend(n for n in found if n not in needs)
+    return needs
+
+
+def _axes(walk: _Walk, node: onnx.NodeProto, index: int, rank: int) -> list[int] | None:
+    """The node's ``axes`` (attribute, or input ``index``), normalized for ``rank``."""
+    if _has(node, "axes"):
+        given = list(onnx.helper.get_node_attr_value(node, "axes"))
+    elif index < len(node.input) and node.input[index]:
+        value = walk.values.get(node.input[index])
+        given = value.ints() if value is not None else None
+    else:
+        return None
+    if given is None:
+        return None
+    return [axis + rank if axis < 0 else axis for axis in given]
+
+
+def _element(walk: _Walk, name: str, index: int) -> list[_Need]:
+    """A need for element ``index`` of the value ``name`` when it is not known."""
+    need = _Need("value", name, (index,))
+    return [] if walk.is_known(need) else [need]
+
+
+def _rank(walk: _Walk, name: str) -> int | None:
+    dims = walk.shapes.get(name)
+    return None if dims is None else len(dims)
+
+
+def _kept_dim_sources(
+    walk: _Walk, node: onnx.NodeProto, dims: list[int], source: dict[int, int]
+) -> list[_Need] | None:
+    """Output dim ``d`` is the data's dim ``source[d]`` (Squeeze, a reduction...)."""
+    needs: list[_Need] = []
+    for dim in dims:
+        if dim not in source:
+            return None
+        found = _unknown_dim(walk, node.input[0], source[dim])
+        if found is None:
+            return None
+        needs.extend(n for n in found if n not in needs)
+    return needs
+
+
+def _axis_sources(walk: _Walk, node: onnx.NodeProto, rank: int, dims: list[int]):
+    """Where ops that keep the data's rank and change some axes take a dim from.
+
+    Slice, Split, Tile, reductions keeping their dims: a dim off those axes is the data's;
+    on them, the data's and the values that size them.
+    """
+    op, data = node.op_type, node.input[0]
+    settings: list[str] = []
+    if op == "Slice":
+        axes = _axes(walk, node, 3, rank)
+        if axes is None and not (len(node.input) > 3 and node.input[3]):  # every axis
+            starts: Sequence[object] | None = None
+            if _has(node, "starts"):
+                starts = onnx.helper.get_node_attr_value(node, "starts")
+            elif len(node.input) > 1 and (value := walk.values.get(node.input[1])):
+                starts = value.items
+            axes = list(range(len(starts))) if starts is not None else None
+        settings = [name for name in node.input[1:5] if name]
+    elif op == "Split":
+        axis = onnx.helper.get_node_attr_value(node, "axis") if _has(node, "axis") else 0
+        axes = [axis + rank if axis < 0 else axis]
+        settings = [name for name in node.input[1:2] if name]
+    elif op == "Tile":
+        axes, settings = list(range(rank)), [node.input[1]]
+    else:  # a reduction that keeps its dims
+        axes = _axes(walk, node, 1, rank)
+    if axes is None:
+        return None
+    needs: list[_Need] = []
+    for dim in dims:
+        found = _unknown_dim(walk, data, dim)
+        if found is None:
+            return None
+        if dim in axes:
+            found += [n for name in settings for n in _unknowns(walk, [name], "value")]
+        needs.extend(n for n in found if n not in needs)
+    return needs
+
+
+def _pad_sources(walk: _Walk, node: onnx.NodeProto, rank: int, dims: list[int]):
+    """Pad (pads an input, no axes): dim ``d`` is the data's plus two pads."""
+    if len(node.input) < 2 or not node.input[1] or (len(node.input) > 3 and node.input[3]):
+        return None
+    needs: list[_Need] = []
+    for dim in dims:
+        found = _unknown_dim(walk, node.input[0], dim)
+        if found is None:
+            return None
+        found += _element(walk, node.input[1], dim) + _element(walk, node.input[1], dim + rank)
+        needs.extend(n for n in found if n not in needs)
+    return needs
+
+
+def _reshaping_sources(walk: _Walk, node: onnx.NodeProto, rank: int, dims: list[int]):
+    """Unsqueeze, Squeeze, reductions without kept dims: dims map one to one, skipping axes."""
+    op, data_rank = node.op_type, _rank(walk, node.input[0])
+    if data_rank is None:
+        return None
+    axes = _axes(walk, node, 1, rank if op == "Unsqueeze" else data_rank)
+    if axes is None:
+        return None
+    if op == "Unsqueeze":  # an inserted dim is 1: never unknown
+        source = dict(enumerate(d for d in range(rank) if d not in axes))
+        source = {out: inner for inner, out in source.items()}
+    else:
+        source = dict(enumerate(d for d in range(data_rank) if d not in axes))
+    return _kept_dim_sources(walk, node, dims, source)
+
+
+def _gather_sources(walk: _Walk, node: onnx.NodeProto, dims: list[int]):
+    """Gather: the data's dims before the axis, the indices' dims, the data's after it."""
+    data_rank, indices_rank = _rank(walk, node.input[0]), _rank(walk, node.input[1])
+    if data_rank is None or indices_rank is None:
+        return None
+    axis = onnx.helper.get_node_attr_value(node, "axis") if _has(node, "axis") else 0
+    axis = axis + data_rank if axis < 0 else axis
+    needs: list[_Need] = []
+    for dim in dims:
+        if dim < axis:
+            found = _unknown_dim(walk, node.input[0], dim)
+        elif dim < axis + indices_rank:
+            found = _unknown_dim(walk, node.input[1], dim - axis)
+        else:
+            found = _unknown_dim(walk, node.input[0], dim - indices_rank + 1)
+        needs.extend(n for n in found or [] if n not in needs)
+    return needs
+
+
+def _expand_sources(walk: _Walk, node: onnx.NodeProto, rank: int, dims: list[int]):
+    """Expand: the data's dim and the shape value's element, aligned at the end."""
+    data_rank = _rank(walk, node.input[0])
+    if data_rank is None:
+        return None
+    needs: list[_Need] = []
+    for dim in dims:
+        found = _unknown_dim(walk, node.input[0], dim - (rank - data_rank)) or []
+        found += _element(walk, node.input[1], dim)  # the shape has the output's rank
+        needs.extend(n for n in found if n not in needs)
+    return needs
+
+
+_REDUCTIONS = frozenset(op for op, inputs in VALUE_INPUTS.items() if op.startswith("Reduce"))
+
+
+def _dim_sources(
+    walk: _Walk, node: onnx.NodeProto, rank: int, dims: list[int]
+) -> list[_Need] | None:
+    """The input dims the unknown ``dims`` of ``node``'s output come from.
+
+    Only where the op's shape rule maps dims to dims; None: the op is not mapped here
+    (every input is needed).
+    """
+    op, inputs = node.op_type, [name for name in node.input if name]
+    if op in BROADCASTING:
+        return _broadcast_sources(walk, inputs, rank, dims)
+    if op == "MatMul" and len(inputs) == 2:
+        return _matmul_sources(walk, inputs, rank, dims)
+    if op == "Einsum":
+        return _einsum_sources(walk, node, dims)
+    if op == "Concat":
+        return _concat_sources(walk, node, rank, dims)
+    keeps_dims = not _has(node, "keepdims") or bool(
+        onnx.helper.get_node_attr_value(node, "keepdims")
+    )
+    if op in ("Slice", "Split", "Tile") or (op in _REDUCTIONS and keeps_dims):
+        return _axis_sources(walk, node, rank, dims)
+    if op in ("Unsqueeze", "Squeeze") or op in _REDUCTIONS:
+        return _reshaping_sources(walk, node, rank, dims)
+    if op == "Pad":
+        return _pad_sources(walk, node, rank, dims)
+    if op == "Gather" and len(inputs) == 2:
+        return _gather_sources(walk, node, dims)
+    if op == "Expand" and len(inputs) == 2:
+        return _expand_sources(walk, node, rank, dims)
+    return None
+
+
 def _shape_step(walk: _Walk, node: onnx.NodeProto, need: _Need) -> list[_Need] | str:
     """Where the unknown dims of ``node``'s output come from, or why they are lost."""
     op, inputs = node.op_type, list(node.input)
@@ -278,11 +599,15 @@ def _shape_step(walk: _Walk, node: onnx.NodeProto, need: _Need) -> list[_Need] |
         return [_Need("value", inputs[0], tuple(dims) if dims else None)]
     if op == "Reshape" and dims and len(inputs) > 1:
         return _reshape_step(walk, inputs, dims)
+    rank = len(walk.shapes.get(need.name) or [])
+    mapped = _dim_sources(walk, node, rank, dims) if dims else None
+    if mapped is not None:
+        return mapped or _NOT_INFERRED
     value_inputs = VALUE_INPUTS.get(op, ())
     read = [n for i, n in enumerate(inputs) if i in value_inputs]
     needs = _unknowns(walk, read, "value")
     needs += _unknowns(walk, [n for n in inputs if n not in read], "shape")
-    return needs or "onnx's inference gives it no static shape though its inputs are known"
+    return needs or _NOT_INFERRED
 
 
 def _merged(have: _Need | None, need: _Need) -> _Need:
@@ -331,7 +656,7 @@ def losses(
     unresolved = [t for t in targets if not _static(inference.shapes.get(t))]
     if not unresolved:
         return {}
-    walk = _Walk(inference, model_inputs)
+    walk = _Walk(inference, model_inputs, unresolved)
     found = {target: _walk_back(walk, target) for target in unresolved}
     return {target: loss for target, loss in found.items() if loss is not None}
 
@@ -368,11 +693,13 @@ def _walk_back(walk: _Walk, target: str) -> ShapeLoss | None:
             if found not in exact:
                 exact[found] = exact[need] and _exact(need, found)
                 frontier.append(found)
-    # A node that loses the shape on an exact path, before dynamic graph inputs, before a
-    # node reached only by a broader guess.
+    # A node that loses the shape on an exact path, before dynamic graph inputs whose
+    # pinning makes the shape static, before a node reached only by a broader guess.
     for is_exact, loss in stops:
         if is_exact:
             return loss
     if inputs:
-        return _input_losses([walk.at_input(need) for need in inputs.values()])
+        pinnable = walk.pinning_makes_static(target, inputs.values())
+        if pinnable or not stops:
+            return _input_losses([walk.at_input(need, pinnable) for need in inputs.values()])
     return stops[0][1] if stops else None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["DATA_DEPENDENT", "SAME_SHAPE", "VALUE_INPUTS"]
+__all__ = ["BROADCASTING", "DATA_DEPENDENT", "SAME_SHAPE", "VALUE_INPUTS"]
 
 # Ops whose output shape is the shape of their first input.
 SAME_SHAPE = frozenset(
@@ -64,6 +64,35 @@ SAME_SHAPE = frozenset(
         "Trilu",
         "GroupNormalization",
         "RMSNormalization",
+    }
+)
+# Ops whose output shape is their inputs' shapes broadcast (numpy's rules).
+BROADCASTING = frozenset(
+    {
+        "Add",
+        "And",
+        "BitShift",
+        "BitwiseAnd",
+        "BitwiseOr",
+        "BitwiseXor",
+        "Div",
+        "Equal",
+        "Greater",
+        "GreaterOrEqual",
+        "Less",
+        "LessOrEqual",
+        "Max",
+        "Mean",
+        "Min",
+        "Mod",
+        "Mul",
+        "Or",
+        "PRelu",
+        "Pow",
+        "Sub",
+        "Sum",
+        "Where",
+        "Xor",
     }
 )
 # Inputs whose values (not only shapes) set the output shape, per op.
