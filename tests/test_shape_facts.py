@@ -9,6 +9,8 @@ of the dims that are not static (two different values each).
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 
 import numpy as np
@@ -568,3 +570,55 @@ def test_pinning_the_dims_named_folds(tmp_path) -> None:
     pin = ["--input-shape", "x:B,F,4,T"]
     node = _shape_lost_on_the_command_line(tmp_path, _scm_model(), *pin)
     assert node["action"] == "folded" and node["shape"] == [4, 4]
+
+
+def _confusion_matrix_model(declared: list[object]) -> onnx.ModelProto:
+    """kornia's ``mean_iou``: a num_classes x num_classes confusion matrix counted from
+    pred and target ([B, H, W] each), then ``torch.eye(num_classes)``; the 4x4 is a
+    constant's, whatever pred's and target's shapes."""
+    nodes = [
+        _const("classes", 4),
+        helper.make_node("Mul", ["target", "classes"], ["row"]),
+        helper.make_node("Add", ["row", "pred"], ["cell"]),
+        _const("flat", [-1]),
+        helper.make_node("Reshape", ["cell", "flat"], ["cells"]),
+        _const("depth", 16),
+        _const("off_on", [0, 1]),
+        helper.make_node("OneHot", ["cells", "depth", "off_on"], ["hits"]),
+        _const("first", [0]),
+        helper.make_node("ReduceSum", ["hits", "first"], ["counts"], keepdims=0),
+        _const("square", [4, 4]),
+        helper.make_node("Reshape", ["counts", "square"], ["confusion"]),
+        helper.make_node("EyeLike", ["confusion"], ["eye"], name="eye"),
+        helper.make_node("Mul", ["confusion", "eye"], ["y"]),
+    ]
+    inputs = [
+        helper.make_tensor_value_info(name, _INT64, declared) for name in ("pred", "target")
+    ]
+    graph = helper.make_graph(
+        nodes, "confusion", inputs, [helper.make_tensor_value_info("y", _INT64, [4, 4])]
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize(
+    ("declared", "baked_in"),
+    [(["B", "H", "W"], []), ([2, "H", "W"], ["pred", "target"])],
+    ids=["all-symbolic", "a-static-dim"],
+)
+def test_bakes_in_is_said_only_of_inputs_with_a_static_dim(tmp_path, declared, baked_in):
+    from eyefold.cli.main import main
+
+    source, output, report = tmp_path / "m.onnx", tmp_path / "o.onnx", tmp_path / "r.json"
+    onnx.save(_confusion_matrix_model(declared), source)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["optimize", str(source), str(output), "--report", str(report)]) == 0
+    (node,) = json.loads(report.read_text())["nodes"]
+    assert node["action"] == "folded" and node["shape"] == [4, 4]
+    assert node["from_inputs"] == baked_in
+    assert ("bakes in the declared shape" in out.getvalue()) == bool(baked_in)
+    library = eyefold.optimize_with_report(
+        ir.serde.deserialize_model(_confusion_matrix_model(declared))
+    )
+    assert library.report.nodes[0].from_inputs == baked_in

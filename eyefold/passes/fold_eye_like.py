@@ -44,12 +44,24 @@ class FoldResult(ir.passes.PassResult):
 _NO_INPUTS: frozenset[str] = frozenset()
 
 
-def graph_inputs_feeding(value: ir.Value, memo: dict[int, frozenset[str]]) -> frozenset[str]:
-    """Names of the graph inputs (of any scope) that ``value`` is computed from.
+def _has_static_dim(value: ir.Value) -> bool:
+    """Whether ``value`` is a graph input declared with at least one static dim."""
+    shape = value.shape
+    return (
+        value.is_graph_input()
+        and shape is not None
+        and any(isinstance(dim, int) for dim in shape.dims)
+    )
 
-    A fold resting on one of them bakes that input's declared shape into the model, which
-    the report must say. ``memo`` is shared across calls so a pass stays linear, and a
-    value with one parent shares its parent's set instead of copying it.
+
+def graph_inputs_feeding(value: ir.Value, memo: dict[int, frozenset[str]]) -> frozenset[str]:
+    """Names of the graph inputs (of any scope) with a static dim ``value`` comes from.
+
+    A fold resting on one of them may bake that input's declared shape into the model,
+    which the report must say. An input whose dims are all symbolic (or undeclared) is
+    left out: no static dim of it can be baked in. ``memo`` is shared across calls so a
+    pass stays linear, and a value with one parent shares its parent's set instead of
+    copying it.
     """
     stack = [value]
     while stack:
@@ -59,9 +71,8 @@ def graph_inputs_feeding(value: ir.Value, memo: dict[int, frozenset[str]]) -> fr
             continue
         producer = current.producer()
         if current.is_graph_input() or producer is None:
-            memo[id(current)] = (
-                frozenset((current.name or "",)) if current.is_graph_input() else _NO_INPUTS
-            )
+            static = _has_static_dim(current)
+            memo[id(current)] = frozenset((current.name or "",)) if static else _NO_INPUTS
             stack.pop()
             continue
         parents = [v for v in producer.inputs if v is not None]
