@@ -622,3 +622,73 @@ def test_bakes_in_is_said_only_of_inputs_with_a_static_dim(tmp_path, declared, b
         ir.serde.deserialize_model(_confusion_matrix_model(declared))
     )
     assert library.report.nodes[0].from_inputs == baked_in
+
+
+def _dynamo_shapes_model() -> onnx.ModelProto:
+    """As dynamo writes a model: the inputs' dim names (and expressions of them) in the
+    intermediate value_info and the graph outputs, and an EyeLike sized by x's dim 0."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["size"]),
+        _const("first", 0),
+        helper.make_node("Gather", ["size", "first"], ["rows"]),
+        _const("vector", [1]),
+        helper.make_node("Reshape", ["rows", "vector"], ["rows1"]),
+        _const("three", [3]),
+        helper.make_node("Concat", ["rows1", "three"], ["dims"], axis=0),
+        helper.make_node(  # a value tract reads (it refuses the default)
+            "ConstantOfShape", ["dims"], ["zeros"], value=helper.make_tensor("", 1, [1], [0.0])
+        ),
+        helper.make_node("EyeLike", ["zeros"], ["eye"], name="eye"),
+        helper.make_node("MatMul", ["eye", "w"], ["picked"]),
+        helper.make_node("Mul", ["x", "x"], ["square"]),
+        helper.make_node("Concat", ["square", "x"], ["both"], axis=0),
+        helper.make_node("Relu", ["both"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "dynamo_shapes",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, ["s0", 3, 3]),
+            helper.make_tensor_value_info("w", TensorProto.FLOAT, [3, 3]),
+        ],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, ["2*s0", 3, 3]),
+            helper.make_tensor_value_info("picked", TensorProto.FLOAT, ["s0", 3]),
+        ],
+        value_info=[
+            helper.make_tensor_value_info("square", TensorProto.FLOAT, ["s0", 3, 3]),
+            helper.make_tensor_value_info("both", TensorProto.FLOAT, ["2*s0", 3, 3]),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    model.ir_version = 9
+    return model
+
+
+@pytest.mark.parametrize("runtime", ["tract", "openvino"])
+def test_pinning_leaves_no_stale_shape(tmp_path, runtime: str) -> None:
+    from eyefold.cli.main import main
+    from eyefold.runtime.runners import runner_for
+
+    source, unpinned, pinned = (tmp_path / f"{n}.onnx" for n in ("m", "unpinned", "pinned"))
+    onnx.save(_dynamo_shapes_model(), source)
+    assert main(["optimize", str(source), str(unpinned), "-q"]) == 0
+    assert main(["optimize", str(source), str(pinned), "-q", "--input-shape", "x:8,3,3"]) == 0
+    written = onnx.load(pinned)
+    assert not any(n.op_type == "EyeLike" for n in written.graph.node)
+    declared = {
+        info.name: [d.dim_value if d.HasField("dim_value") else d.dim_param for d in
+                    info.type.tensor_type.shape.dim]
+        for info in [*written.graph.value_info, *written.graph.output]
+    }  # fmt: skip
+    assert declared["square"] == [8, 3, 3] and declared["both"] == [16, 3, 3]
+    assert declared["y"] == [16, 3, 3] and declared["picked"] == [8, 3]
+    feeds = {
+        "x": np.arange(72, dtype=np.float32).reshape(8, 3, 3),
+        "w": np.arange(9, dtype=np.float32).reshape(3, 3),
+    }
+    run = runner_for(runtime)
+    want = run(str(unpinned), feeds)  # what ran unpinned runs pinned
+    got = run(str(pinned), feeds)
+    for a, b in zip(want, got, strict=True):
+        np.testing.assert_array_equal(a, b)
