@@ -437,8 +437,10 @@ def _two_constants_then(node: onnx.NodeProto, a: object, b: object) -> list[onnx
                 ),
             ),
         ],
+        # a sequence is not a tensor value
+        [_const("a", 3), helper.make_node("SequenceConstruct", ["a"], ["out"])],
     ],
-    ids=["mod-by-zero", "random", "large-range", "other-domain", "subgraph"],
+    ids=["mod-by-zero", "random", "large-range", "other-domain", "subgraph", "sequence"],
 )
 def test_what_is_not_evaluated_stays_unknown(nodes: list[onnx.NodeProto]) -> None:
     assert "out" not in propagate(nodes, {}, {}.get, opset=22)

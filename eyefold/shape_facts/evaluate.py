@@ -162,4 +162,6 @@ def _run(
     except Exception:  # any failure of the op (or of the evaluator) leaves it unknown
         return None
     produced = iter(results)
-    return [np.asarray(next(produced)) if name else None for name in node.output]
+    found = [next(produced) if name else None for name in node.output]
+    # A sequence, a map or an absent optional is not a tensor value: left unknown.
+    return [r if isinstance(r, np.ndarray) else None for r in found]
