@@ -1,6 +1,8 @@
 """What is statically known of the shapes that feed EyeLike nodes, and where it stops.
 
 - :mod:`.values`: the values of the small tensors exporters compute shapes with;
+- :mod:`.evaluate`: any other default-domain op whose small inputs are all known, run
+  by onnx's reference evaluator;
 - :mod:`.rounds`: onnx's inference, with those values computed between its rounds;
 - :mod:`.lost`: for a shape still not static, where it was lost (node, op, why).
 

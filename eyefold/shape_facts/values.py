@@ -6,7 +6,10 @@ and Min/Max. onnx's data propagation follows some of these (not Reshape, not Div
 Slice whose ends are computed, not Range): there the shape is lost although every number
 in it is known. This module computes those values where they are known: a
 :class:`PartialValue` holds a scalar or 1-D tensor's elements, each a number or None
-(unknown), read from constants and from the shapes onnx inferred.
+(unknown), read from constants and from the shapes onnx inferred. The rules below carry
+partial knowledge (a Shape of symbolic dims, a Concat of some known elements); any other
+op whose inputs are all known is run by onnx's reference evaluator
+(:mod:`eyefold.shape_facts.evaluate`).
 
 Every rule computes what the op computes, in the tensor's own element type (integer
 division truncates toward zero, as onnx's reference evaluator and onnxruntime do); where a
