@@ -439,8 +439,22 @@ def _two_constants_then(node: onnx.NodeProto, a: object, b: object) -> list[onnx
         ],
         # a sequence is not a tensor value
         [_const("a", 3), helper.make_node("SequenceConstruct", ["a"], ["out"])],
+        # a float whose last bit a runtime may round otherwise
+        [
+            _const("a", [3]),
+            helper.make_node("Cast", ["a"], ["f"], to=TensorProto.FLOAT),
+            helper.make_node("Exp", ["f"], ["out"]),
+        ],
     ],
-    ids=["mod-by-zero", "random", "large-range", "other-domain", "subgraph", "sequence"],
+    ids=[
+        "mod-by-zero",
+        "random",
+        "large-range",
+        "other-domain",
+        "subgraph",
+        "sequence",
+        "float-exp",
+    ],
 )
 def test_what_is_not_evaluated_stays_unknown(nodes: list[onnx.NodeProto]) -> None:
     assert "out" not in propagate(nodes, {}, {}.get, opset=22)

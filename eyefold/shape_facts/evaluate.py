@@ -8,11 +8,12 @@ same semantics the soundness test checks the rules against, so nothing here is a
 opinion on what an op computes. The hand-written rules stay where they know more than
 this can: symbolic dims and partly known values.
 
-A node stays unknown when its result is not the op's alone to decide (random ops), when
-it holds a subgraph or belongs to another domain, when its output could be large (the
-ops whose output size is read from an input's value are bounded before they run), and
-when the evaluation raises or warns (an integer division by zero, an overflow numpy
-notices).
+A node stays unknown when its result is not the op's alone to decide (random ops), or
+not every runtime's alike (a float result of an op whose last bit a runtime may round
+otherwise than numpy: exp, pow, a float sum), when it holds a subgraph or belongs to
+another domain, when its output could be large (the ops whose output size is read from
+an input's value are bounded before they run), and when the evaluation raises or warns
+(an integer division by zero, an overflow numpy notices).
 """
 
 from __future__ import annotations
@@ -55,6 +56,56 @@ _UNBOUNDED = frozenset(
     }
 )
 NOT_EVALUATED = _RANDOM | _UNBOUNDED
+# Ops whose floating-point results every runtime rounds alike: IEEE's correctly rounded
+# operations, and ops that only move, compare or pick elements. Elsewhere (exp, log, pow,
+# trigonometry, a sum whose order a runtime chooses) the last bit may differ from
+# numpy's, so an op with a float input or output outside this list is not run.
+_EXACT_ON_FLOATS = frozenset(
+    {
+        "Abs",
+        "Add",
+        "Cast",
+        "CastLike",
+        "Ceil",
+        "Clip",
+        "Concat",
+        "Div",
+        "Equal",
+        "Expand",
+        "Flatten",
+        "Floor",
+        "Gather",
+        "Greater",
+        "GreaterOrEqual",
+        "Identity",
+        "IsInf",
+        "IsNaN",
+        "Less",
+        "LessOrEqual",
+        "Max",
+        "Min",
+        "Mul",
+        "Neg",
+        "Pad",
+        "Reciprocal",
+        "ReduceMax",
+        "ReduceMin",
+        "Relu",
+        "Reshape",
+        "Round",
+        "Shape",
+        "Sign",
+        "Size",
+        "Slice",
+        "Sqrt",
+        "Squeeze",
+        "Sub",
+        "Tile",
+        "Transpose",
+        "Unsqueeze",
+        "Where",
+    }
+)
 
 
 def _product(array: np.ndarray) -> int:
@@ -115,6 +166,9 @@ def evaluate(
     pairs = zip(node.input, inputs, strict=True)
     if any((value is None) != (not name) for name, value in pairs):
         return None
+    exact_on_floats = node.op_type in _EXACT_ON_FLOATS
+    if not exact_on_floats and any(v is not None and v.dtype.kind == "f" for v in inputs):
+        return None
     try:
         bound = _output_bound(node.op_type, inputs)
     except (TypeError, ValueError, OverflowError, ZeroDivisionError):
@@ -128,6 +182,8 @@ def evaluate(
     )
     found = _run(node.SerializeToString(), key, opset)
     if found is None or any(v is not None and v.size > max_elements for v in found):
+        return None
+    if not exact_on_floats and any(v is not None and v.dtype.kind == "f" for v in found):
         return None
     return found
 
