@@ -21,7 +21,7 @@ After an opset upgrade on the proto, onnx's converter has already typed every va
 could (:class:`~eyefold.upgrade.on_proto.ConverterTypes`). Where it made every target
 static from the facts this inference would start from, no second inference runs: the
 model declared no value_info, no large Constant and no graph output lies in the slice
-(the converter saw their types, the slice does not), and the converter's inference,
+(the converter saw what they hold, the slice does not), and the converter's inference,
 without data propagation, found no less than this one can (a static shape found without
 data propagation is the one found with it). In a sorted graph with no large Constant and
 no graph output's producer at or before the last target's producer, those conditions hold
