@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import pathlib
+import subprocess
 import sys
 
 import onnx
@@ -145,6 +146,49 @@ def test_corrupt_cache_is_measured_again(cache: pathlib.Path, caplog):
     assert support.source == "probe"
     assert "unreadable cache file" in caplog.text
     assert json.loads(path.read_text(encoding="utf-8"))["version"] == ort.__version__
+
+
+def _with_tables(tables: object) -> str:
+    """A cache of the right format and version whose tables are ``tables``."""
+    data = fallback_support("onnxruntime", ort.__version__).to_json()
+    data["eyelike"] = tables
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "[]",
+        "7",
+        "\x00garbage{",
+        _with_tables([]),
+        _with_tables({"9": 5, "22": {"supported": [["FLOAT"]]}}),
+    ],
+    ids=["list", "number", "garbage", "tables-a-list", "tables-of-wrong-shape"],
+)
+def test_corrupt_cache_costs_one_warning_on_the_command_line(
+    cache: pathlib.Path, tmp_path: pathlib.Path, content: str
+):
+    """Whatever the file holds, the run succeeds, says so once and rewrites the file."""
+    path = cache_path("onnxruntime", ort.__version__)
+    path.parent.mkdir(parents=True)
+    path.write_text(content, encoding="utf-8")
+    model = tmp_path / "m.onnx"
+    onnx.save(_bool_eyelike_model(), model)
+    argv = ["optimize", str(model), str(tmp_path / "o.onnx"), "-q"]
+    result = subprocess.run(
+        [sys.executable, "-m", "eyefold", *argv, "--target-runtime", "onnxruntime"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("eyefold: warning: ignoring the unreadable cache file"), line
+    assert str(path) in line
+    rewritten = json.loads(path.read_text(encoding="utf-8"))
+    assert rewritten["version"] == ort.__version__
+    assert get_support(probe=False).source == "cache"  # the new file is trusted
 
 
 def test_unwritable_cache_still_gives_the_measurement(tmp_path, monkeypatch, caplog):

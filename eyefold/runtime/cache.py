@@ -86,6 +86,8 @@ def _read(path: pathlib.Path, runtime: str, version: str) -> EyeLikeSupport | No
     """The measurement in ``path``, None (logged) when it cannot be trusted."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise TypeError(f"a JSON {type(data).__name__}, not an object")
         if (
             data.get("format") != CACHE_FORMAT
             or data.get("runtime") != runtime
@@ -103,8 +105,12 @@ def _read(path: pathlib.Path, runtime: str, version: str) -> EyeLikeSupport | No
         )
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, KeyError, TypeError, AssertionError) as error:
-        logger.warning("ignoring the unreadable cache file %s (%s)", path, error)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, AssertionError) as error:
+        # Whatever the file holds (another tool's JSON, a truncated write, garbage), it
+        # costs a new measurement, which then replaces it.
+        logger.warning(
+            "ignoring the unreadable cache file %s (%s); measuring again", path, error
+        )
         return None
 
 
