@@ -9,6 +9,8 @@ from typing import TypeVar, overload
 import onnx
 import onnx_ir as ir
 
+from eyefold.errors import InvalidModelError
+from eyefold.model_files.load import not_a_model
 from eyefold.options import (
     DEFAULT_SIZE_LIMIT_BYTES,
     DEFAULT_TARGET_OPSET,
@@ -59,6 +61,9 @@ def optimize_with_report(
     if isinstance(model, ir.Model):
         return OptimizeResult(model, run_pipeline(model, options))
     if isinstance(model, onnx.ModelProto):
+        problem = not_a_model(model)
+        if problem is not None:
+            raise InvalidModelError(f"the ModelProto is not an ONNX model ({problem})")
         # A copy: the argument is never changed. Only the EyeLike neighbourhood of the
         # copy is deserialized (eyefold.proto_path).
         working = onnx.ModelProto()

@@ -352,3 +352,35 @@ def test_fuzz_model_messages_name_no_internal_names(fuzz_graphs: ModuleType, dat
     )
     if writer is not None and writer.op_type == "EyeLike":
         assert "EyeLike" in texts[0] and "declared" in texts[0], texts[0]
+
+
+def test_an_empty_model_proto_is_refused_by_the_library():
+    """``ModelProto()`` has no graph and no opset: an error, not an empty "result"."""
+    with pytest.raises(InvalidModelError, match=r"not an ONNX model.*no graph"):
+        eyefold.optimize(onnx.ModelProto())
+
+
+def test_an_unknown_element_type_is_an_eyefold_error_from_the_library():
+    """onnx-ir's SerdeError does not escape: the caller catches EyefoldError."""
+    x = helper.make_tensor_value_info("x", 999, [4, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 4])
+    graph = helper.make_graph([helper.make_node("EyeLike", ["x"], ["y"])], "g", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
+    with pytest.raises(EyefoldError, match="999 is not a valid DataType"):
+        eyefold.optimize(model)
+
+
+def test_an_input_shape_dim_past_int64_is_a_usage_error(tmp_path: pathlib.Path, capsys):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", "m"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", "m"])
+    graph = helper.make_graph([helper.make_node("EyeLike", ["x"], ["y"])], "g", [x], [y])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)]), path)
+    output = tmp_path / "o.onnx"
+    argv = ["optimize", str(path), str(output), "--input-shape", "x:99999999999999999999,2"]
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert "dim 99999999999999999999 is larger than an ONNX dim can be" in error
+    assert not output.exists()

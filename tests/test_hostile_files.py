@@ -214,6 +214,12 @@ def _sample_flipped(folder: pathlib.Path, _: Writer) -> pathlib.Path:
     return _write(folder, bytes(data))
 
 
+def _negative_initializer() -> onnx.ModelProto:
+    weight = helper.make_tensor("w", TensorProto.FLOAT, [4, 4], [0.0] * 16)
+    weight.dims[0] = -4
+    return _model([_eye(["w"])], [], initializers=[weight])
+
+
 def _node_cycle() -> onnx.ModelProto:
     return _model(
         [
@@ -361,6 +367,41 @@ CASES = [
     Case("external-file-too-short", _with_data(32), ("'w'", "32 bytes")),
     Case("external-offset-past-end", _with_data(64, offset=16), ("'w'", "64 bytes")),
     Case("external-length-wrong", _with_data(64, length=8), ("'w'", "length")),
+    *(
+        Case(
+            f"external-{field}-{text}",
+            _with_data(64, **{field: text}),
+            ("'w'", f"{field} {text!r}", "not a byte count"),
+        )
+        for field, text in [
+            ("offset", "-8"),
+            ("offset", "abc"),
+            ("offset", "0x10"),
+            ("length", "-8"),
+            ("length", "abc"),
+        ]
+    ),
+    Case(
+        "external-location-with-nul",
+        lambda d, ext: _data_file(d, 64) or ext(d, "w\x00.bin"),
+        ("'w'", "NUL byte"),
+        subprocess=True,
+    ),
+    Case(
+        "negative-input-dim",
+        lambda d, _: _write(d, _model([_eye()], [_info("x", [-3, 4])])),
+        ("'eye'", "'x'", "negative dim -3"),
+    ),
+    Case(
+        "negative-initializer-dim",
+        lambda d, _: _write(d, _negative_initializer()),
+        ("'eye'", "'w'", "negative dim -4"),
+    ),
+    Case(
+        "element-type-999",
+        lambda d, _: _write(d, _model([_eye()], [_info("x", [4, 4], 999)])),
+        ("999 is not a valid DataType",),
+    ),
 ]
 
 

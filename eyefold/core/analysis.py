@@ -145,6 +145,12 @@ def analyze_eyelike(
             f"EyeLike node {node_label(node)} in {scope.path}: input has rank {len(shape)}"
             f" (shape {shape}); EyeLike needs a rank-2 input"
         )
+    negative = next((d for d in shape or () if isinstance(d, int) and d < 0), None)
+    if negative is not None:
+        raise InvalidModelError(
+            f"EyeLike node {node_label(node)} in {scope.path}: its input {source.name!r} is"
+            f" declared with the negative dim {negative} (shape {shape}); a dim is 0 or more"
+        )
     check_output_declaration(node, scope, dtype, shape)
     facts = EyeLikeFacts(node, scope, k, input_dtype, dtype, shape, nbytes=None)
     static = facts.static_dims

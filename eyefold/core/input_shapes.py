@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 import onnx_ir as ir
 
+from eyefold.core.output_size import MAX_DIM
 from eyefold.errors import EyefoldError
 
 __all__ = [
@@ -54,6 +55,7 @@ class InputShape:
 def _parse_dim(text: str, spec: str) -> int | str:
     dim = text.strip()
     if dim.isdigit():
+        _check_dim_range(int(dim), f"--input-shape {spec!r}")
         return int(dim)
     if _SYMBOL.match(dim):
         return dim
@@ -61,6 +63,12 @@ def _parse_dim(text: str, spec: str) -> int | str:
         f"input_shapes {spec!r}: dim {dim!r} is neither a non-negative integer nor a"
         " symbolic name"
     )
+
+
+def _check_dim_range(dim: int, where: str) -> None:
+    """Refuses a dim no ONNX (int64) dim can hold: a typo, not a shape."""
+    if dim > MAX_DIM:
+        raise InputShapeError(f"{where}: dim {dim} is larger than an ONNX dim can be (2^63-1)")
 
 
 def parse_input_shape(spec: str) -> InputShape:
@@ -104,6 +112,8 @@ def input_shape_from(name: object, dims: object) -> InputShape:
                 f"input_shapes[{name!r}]: dim {dim!r} is neither a non-negative integer"
                 " nor a symbolic name"
             )
+        if integer:
+            _check_dim_range(dim, f"input_shapes[{name!r}]")
     return InputShape(name, tuple(dims))
 
 

@@ -13,11 +13,18 @@ import onnx
 import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
-from eyefold.errors import ModelIOError
+from eyefold.errors import InvalidModelError, ModelIOError
 from eyefold.model_files.structure_checks import check_structure, held_load_warnings
-from eyefold.model_files.tensors import check_external_data
+from eyefold.model_files.tensors import check_external_data, check_external_fields
 
-__all__ = ["load_model", "model_from_proto", "read_model_proto", "root_cause"]
+__all__ = [
+    "load_model",
+    "model_from_memory",
+    "model_from_proto",
+    "not_a_model",
+    "read_model_proto",
+    "root_cause",
+]
 
 
 def root_cause(error: BaseException) -> BaseException:
@@ -25,6 +32,18 @@ def root_cause(error: BaseException) -> BaseException:
     while error.__cause__ is not None:
         error = error.__cause__
     return error
+
+
+def not_a_model(proto: onnx.ModelProto) -> str | None:
+    """Why ``proto`` cannot be an ONNX model (protobuf parses almost any bytes), or None.
+
+    Every model has an IR version of 3 or more, an opset import and a graph; an empty
+    ``ModelProto()`` or a file of other bytes that happen to parse has none of them.
+    """
+    if proto.ir_version >= 3 and proto.opset_import and proto.HasField("graph"):
+        return None
+    graph = "a graph" if proto.HasField("graph") else "no graph"
+    return f"ir_version {proto.ir_version}, {len(proto.opset_import)} opset imports, {graph}"
 
 
 def read_model_proto(path: str | os.PathLike[str]) -> onnx.ModelProto:
@@ -44,11 +63,9 @@ def read_model_proto(path: str | os.PathLike[str]) -> onnx.ModelProto:
         raise ModelIOError(f"{full_path} is not an ONNX model (protobuf: {error})") from None
     except (OSError, ValueError, TypeError, RuntimeError) as error:
         raise ModelIOError(f"cannot load {full_path}: {root_cause(error)}") from None
-    if proto.ir_version < 3 or not proto.opset_import:
-        raise ModelIOError(
-            f"{full_path} is not an ONNX model (ir_version {proto.ir_version},"
-            f" {len(proto.opset_import)} opset imports)"
-        )
+    problem = not_a_model(proto)
+    if problem is not None:
+        raise ModelIOError(f"{full_path} is not an ONNX model ({problem})")
     return proto
 
 
@@ -70,10 +87,24 @@ def model_from_proto(proto: onnx.ModelProto, model_path: str) -> ir.Model:
             model = ir.serde.deserialize_model(proto)
             check_structure(model)
     except (OSError, ValueError, TypeError, RuntimeError) as error:
+        check_external_fields(proto, full_path)  # names the tensor, if it is one of those
         raise ModelIOError(f"cannot load {full_path}: {root_cause(error)}") from None
     ir.external_data.set_base_dir(model.graph, os.path.dirname(full_path))
     check_external_data(model, full_path)
     return model
+
+
+def model_from_memory(proto: onnx.ModelProto) -> ir.Model:
+    """The onnx-ir model of a proto the library was given (no file: nothing to check).
+
+    Raises:
+        InvalidModelError: onnx-ir cannot read it (an element type onnx does not define,
+            text that is not UTF-8...).
+    """
+    try:
+        return ir.serde.deserialize_model(proto)
+    except (ValueError, TypeError, RuntimeError) as error:
+        raise InvalidModelError(f"the model cannot be read: {root_cause(error)}") from None
 
 
 def load_model(path: str | os.PathLike[str]) -> ir.Model:

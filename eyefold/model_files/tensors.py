@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import mmap
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import onnx
 import onnx_ir as ir
@@ -18,6 +18,7 @@ from eyefold.errors import ModelIOError
 
 __all__ = [
     "check_external_data",
+    "check_external_fields",
     "external_data_files",
     "iter_attribute_tensors",
     "iter_external_tensors",
@@ -65,6 +66,8 @@ def check_external_data(model: ir.Model, model_path: str) -> None:
     for tensor in iter_external_tensors(model):
         where = f"{model_path}: tensor {tensor.name!r} has external data {tensor.location!r}"
         location = os.fspath(tensor.location)
+        if "\x00" in location:
+            raise ModelIOError(f"{where}, a location with a NUL byte (no file has that name)")
         if location not in sizes:
             sizes[location] = _checked_data_file(folder, location, where)
         if tensor.length is not None and tensor.length != tensor.nbytes:
@@ -171,7 +174,11 @@ def same_file(first: str, second: str) -> bool:
 
 def _proto_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
     yield from graph.initializer
-    for node in graph.node:
+    yield from _node_tensors(graph.node)
+
+
+def _node_tensors(nodes: Iterable[onnx.NodeProto]) -> Iterator[onnx.TensorProto]:
+    for node in nodes:
         for attr in node.attribute:
             if attr.HasField("t"):
                 yield attr.t
@@ -180,17 +187,43 @@ def _proto_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
                 yield from _proto_tensors(sub)
 
 
+def _model_tensors(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    """Every tensor of the proto: of the main graph, its subgraphs and every function."""
+    yield from _proto_tensors(proto.graph)
+    for function in proto.functions:
+        yield from _node_tensors(function.node)
+
+
+_BYTE_COUNT_FIELDS = frozenset({"offset", "length"})
+
+
+def check_external_fields(proto: onnx.ModelProto, model_path: str) -> None:
+    """Fails, naming the tensor, on an external-data offset or length that is no byte count.
+
+    onnx-ir refuses such a field too, but with an error that names neither the tensor nor
+    the field. Called once that load has failed: a model that loads pays no extra walk.
+    """
+    for tensor in _model_tensors(proto):
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        for entry in tensor.external_data:
+            if entry.key in _BYTE_COUNT_FIELDS and not (
+                entry.value.isascii() and entry.value.isdigit()
+            ):
+                raise ModelIOError(
+                    f"{model_path}: tensor {tensor.name!r} has the external-data"
+                    f" {entry.key} {entry.value!r}, which is not a byte count (a whole"
+                    " number, 0 or more)"
+                )
+
+
 def _proto_data_files(proto: onnx.ModelProto, folder: str) -> list[str]:
     """Absolute paths of the data files a model proto's tensors name (none is opened).
 
     ``folder`` is the model file's folder, which locations are relative to.
     """
-    tensors = [*_proto_tensors(proto.graph)]
-    for function in proto.functions:
-        for node in function.node:
-            tensors.extend(a.t for a in node.attribute if a.HasField("t"))
     files: dict[str, None] = {}
-    for tensor in tensors:
+    for tensor in _model_tensors(proto):
         location = next((e.value for e in tensor.external_data if e.key == "location"), None)
         if location is not None:
             files[os.path.abspath(os.path.join(folder, location))] = None

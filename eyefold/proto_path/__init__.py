@@ -37,7 +37,7 @@ from eyefold.core.model_stats import ModelStats, model_stats, op_label
 from eyefold.core.proto_subgraphs import BodyColumns
 from eyefold.errors import EyefoldError, WholeModelNeeded
 from eyefold.model_files.deferred_tensors import DeferredTensors
-from eyefold.model_files.load import model_from_proto
+from eyefold.model_files.load import model_from_memory, model_from_proto
 from eyefold.model_files.structure_checks import check_structure
 from eyefold.model_files.tensors import check_external_data, external_data_files
 from eyefold.options import PipelineOptions
@@ -282,7 +282,7 @@ def _whole_model(
 ) -> ProtoRun:
     """Deserializes everything (checked as a file load is, when read from a file)."""
     if source_path is None:
-        working = ir.serde.deserialize_model(model)
+        working = model_from_memory(model)
     else:
         working = model_from_proto(model, source_path)
     before = model_stats(working, None) if with_stats else None
