@@ -214,6 +214,18 @@ def _sample_flipped(folder: pathlib.Path, _: Writer) -> pathlib.Path:
     return _write(folder, bytes(data))
 
 
+def _k_twice() -> onnx.NodeProto:
+    node = _eye(k=1)
+    node.attribute.append(helper.make_attribute("k", 2))
+    return node
+
+
+def _k_int_with_float() -> onnx.NodeProto:
+    node = _eye(k=1)
+    node.attribute[0].f = 2.5
+    return node
+
+
 def _negative_initializer() -> onnx.ModelProto:
     weight = helper.make_tensor("w", TensorProto.FLOAT, [4, 4], [0.0] * 16)
     weight.dims[0] = -4
@@ -330,6 +342,27 @@ CASES = [
         ("'eye'", "'i'"),
     ),
     Case("k-not-an-int", lambda d, _: _write(d, _model([_eye(k=1.5)])), ("'eye'", "k")),
+    *(
+        Case(
+            f"k-given-twice-opset-{opset}",
+            lambda d, _, o=opset: _write(d, _model([_k_twice()], opset=o)),
+            ("'eye'", "'k' appears 2 times"),
+        )
+        for opset in (22, 17)
+    ),
+    Case(
+        "k-int-with-its-float-field-set",
+        lambda d, _: _write(d, _model([_k_int_with_float()])),
+        ("'eye'", "'k'", "typed INT", "f field", "disagree"),
+        subprocess=True,
+    ),
+    Case(
+        "eyelike-empty-output-name",
+        lambda d, _: _write(
+            d, _model([_eye(["x"], [""]), helper.make_node("Identity", ["x"], ["y"])])
+        ),
+        ("'eye'", "empty output name"),
+    ),
     Case(
         "dtype-not-an-int",
         lambda d, _: _write(d, _model([_eye(dtype=1.5)])),
@@ -403,6 +436,20 @@ CASES = [
         ("999 is not a valid DataType",),
     ),
 ]
+
+
+@pytest.mark.parametrize(
+    ("node", "says"),
+    [
+        (_k_twice(), "Attribute 'k' appeared multiple times"),
+        (_k_int_with_float(), "type field and data field mismatch in attribute k"),
+    ],
+    ids=["k-twice", "k-int-with-float"],
+)
+def test_onnx_checker_refuses_the_eyelike_attribute_cases_too(node, says: str):
+    """The EyeLike nodes eyefold refuses above are those onnx's checker refuses."""
+    with pytest.raises(onnx.checker.ValidationError, match=says):
+        onnx.checker.check_model(_model([node], outputs=[_info("y", [4, 4])]))
 
 
 def _digests(folder: pathlib.Path) -> dict[str, str]:

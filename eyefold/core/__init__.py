@@ -11,6 +11,7 @@ One EyeLike and where it lives:
 - :mod:`eyefold.core.scopes`: every graph, subgraph and function an EyeLike can live in;
 - :mod:`eyefold.core.analysis`: what eyefold knows about one EyeLike and what it will do;
 - :mod:`eyefold.core.declarations`: what a model declares about an EyeLike output, checked;
+- :mod:`eyefold.core.eyelike_protos`: what onnx's checker refuses in an EyeLike proto;
 - :mod:`eyefold.core.origins`: which input EyeLike a node stands for (census numbers);
 - :mod:`eyefold.core.domains`: the default domain's spellings, the opset in force, labels;
 - :mod:`eyefold.core.shapes`: merging declared and learned shapes;

@@ -82,8 +82,10 @@ def node_label(node: ir.Node) -> str:
 
 def _check_structure(node: ir.Node, scope: Scope) -> ir.Value:
     where = f"EyeLike node {node_label(node)} in {scope.path}"
-    if len(node.inputs) != 1 or node.inputs[0] is None:
+    if len(node.inputs) != 1:
         raise InvalidModelError(f"{where} has {len(node.inputs)} inputs; EyeLike takes one")
+    if node.inputs[0] is None:
+        raise InvalidModelError(f"{where} has an empty input name; its input is required")
     if len(node.outputs) != 1:
         raise InvalidModelError(f"{where} has {len(node.outputs)} outputs; EyeLike has one")
     if scope.opset is not None and scope.opset < EYELIKE_MIN_OPSET:

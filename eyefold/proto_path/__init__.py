@@ -32,6 +32,7 @@ import onnx
 import onnx_ir as ir
 
 from eyefold.core.domains import default_opset
+from eyefold.core.eyelike_protos import check_eyelike_proto, check_model_eyelikes
 from eyefold.core.gc_pause import cyclic_gc_paused
 from eyefold.core.model_stats import ModelStats, model_stats, op_label
 from eyefold.core.proto_subgraphs import BodyColumns
@@ -188,6 +189,8 @@ def _extract(
     if index.unsorted and not record.sorted_graphs:
         _sort(model, record)
         index = scan_model(model, _identity_dtypes(options))
+    for position in index.eyelike:
+        check_eyelike_proto(model.graph.node[position], "main")
     if index.obstacle is not None:
         raise WholeModelNeeded(index.obstacle)
     inferred = infer_undeclared_inputs(model, index, converted)
@@ -281,6 +284,7 @@ def _whole_model(
     with_stats: bool,
 ) -> ProtoRun:
     """Deserializes everything (checked as a file load is, when read from a file)."""
+    check_model_eyelikes(model)
     if source_path is None:
         working = model_from_memory(model)
     else:
