@@ -33,6 +33,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+import eyefold
 from eyefold.cli import main
 from eyefold.core.onnx_safety import defuse_eyelike_dtype
 from eyefold.testing import check_model_safely
@@ -565,6 +566,46 @@ def test_valid_external_data_is_accepted(tmp_path: pathlib.Path, capsys, externa
     code, stderr = _run_in_process(["optimize", str(model_path), str(output), "-q"], capsys)
     assert (code, stderr) == (0, "")
     check_model_safely(onnx.load(output))
+
+
+def _sparse_model(indices: list[int] | list[list[int]]) -> onnx.ModelProto:
+    """``y = EyeLike(x) + sv``, ``sv`` a sparse float[4, 4] initializer holding 2 and 3."""
+    index_dims = [2] if isinstance(indices[0], int) else [2, 2]
+    flat = np.array(indices).reshape(-1).tolist()
+    sparse = helper.make_sparse_tensor(
+        helper.make_tensor("sv", TensorProto.FLOAT, [2], [2.0, 3.0]),
+        helper.make_tensor("sv_indices", TensorProto.INT64, index_dims, flat),
+        [4, 4],
+    )
+    model = _model(
+        [_eye(["x"], ["e"]), helper.make_node("Add", ["e", "sv"], ["y"], name="add")],
+        outputs=[_info("y", [4, 4])],
+    )
+    model.graph.sparse_initializer.append(sparse)
+    return model
+
+
+@pytest.mark.parametrize(
+    "indices", [[1, 14], [[0, 1], [3, 2]]], ids=["linear-indices", "coordinates"]
+)
+def test_valid_sparse_initializer_is_accepted(tmp_path: pathlib.Path, capsys, indices: list):
+    """onnxruntime runs the model: eyefold optimizes it, and the result computes the same."""
+    import onnxruntime as ort
+
+    path = _write(tmp_path, _sparse_model(indices))
+    output = tmp_path / "out.onnx"
+    code, stderr = _run_in_process(["optimize", str(path), str(output), "-q"], capsys)
+    assert (code, stderr) == (0, "")
+    check_model_safely(onnx.load(output))
+    x = np.random.default_rng(3).random((4, 4), dtype=np.float32)
+    expected = np.eye(4, dtype=np.float32)
+    expected.reshape(-1)[[1, 14]] += [2.0, 3.0]
+    for model in (path, output):
+        (y,) = ort.InferenceSession(str(model)).run(None, {"x": x})
+        np.testing.assert_array_equal(y, expected)
+    result = eyefold.optimize(_sparse_model(indices))  # the library takes it too
+    (y,) = ort.InferenceSession(result.SerializeToString()).run(None, {"x": x})
+    np.testing.assert_array_equal(y, expected)
 
 
 HUGE = 2**40

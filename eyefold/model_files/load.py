@@ -14,6 +14,7 @@ import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
 from eyefold.errors import InvalidModelError, ModelIOError
+from eyefold.model_files.sparse_initializers import with_dense_initializers
 from eyefold.model_files.structure_checks import check_structure, held_load_warnings
 from eyefold.model_files.tensors import check_external_data, check_external_fields
 
@@ -72,6 +73,7 @@ def read_model_proto(path: str | os.PathLike[str]) -> onnx.ModelProto:
 def model_from_proto(proto: onnx.ModelProto, model_path: str) -> ir.Model:
     """The onnx-ir model of a proto read from ``model_path``, checked as a load is.
 
+    Sparse initializers are made dense (:mod:`eyefold.model_files.sparse_initializers`).
     External tensors stay lazy, read relative to ``model_path``'s folder (made absolute
     first: onnx-ir skips its external-data containment check when that folder is an empty
     string, which would let ``../`` locations read outside it).
@@ -84,7 +86,7 @@ def model_from_proto(proto: onnx.ModelProto, model_path: str) -> ir.Model:
     full_path = os.path.abspath(model_path)
     try:
         with held_load_warnings():  # a dangling reference is an error, not a log line
-            model = ir.serde.deserialize_model(proto)
+            model = ir.serde.deserialize_model(with_dense_initializers(proto))
             check_structure(model)
     except (OSError, ValueError, TypeError, RuntimeError) as error:
         check_external_fields(proto, full_path)  # names the tensor, if it is one of those
@@ -102,7 +104,7 @@ def model_from_memory(proto: onnx.ModelProto) -> ir.Model:
             text that is not UTF-8...).
     """
     try:
-        return ir.serde.deserialize_model(proto)
+        return ir.serde.deserialize_model(with_dense_initializers(proto))
     except (ValueError, TypeError, RuntimeError) as error:
         raise InvalidModelError(f"the model cannot be read: {root_cause(error)}") from None
 
