@@ -224,8 +224,23 @@ def inspect_file(input_path: str, options: PipelineOptions, record: RunRecord) -
     """What :func:`optimize_file` would do to the model; writes nothing."""
     from eyefold.report import build_report
 
-    _run_pipeline(_load(input_path, record), input_path, options, record, with_stats=False)
+    model = _load(input_path, record)
+    run = _run_pipeline(model, input_path, options, record, with_stats=False)
+    _check_data_files(run, input_path)
     return build_report(record)
+
+
+def _check_data_files(run: ProtoRun, input_path: str) -> None:
+    """The external-data checks a save makes, for ``inspect``, which saves nothing.
+
+    The neighbourhood path checks the tensors it read; a save checks the others, so
+    ``inspect`` does too, and refuses what ``optimize`` refuses. Only paths and sizes are
+    read (a model keeping its weights in files is small: reading it whole is cheap).
+    """
+    from eyefold.model_files import model_from_proto
+
+    if run.whole_model is None and run.data_files:
+        model_from_proto(run.model, input_path)
 
 
 def _load(input_path: str, record: RunRecord) -> onnx.ModelProto:

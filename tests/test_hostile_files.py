@@ -172,6 +172,42 @@ def _absolute(folder: pathlib.Path, ext: Writer) -> pathlib.Path:
     return ext(folder, str(target))
 
 
+def _outside_tensor(name: str) -> onnx.TensorProto:
+    """A float[4, 4] tensor whose data is in ``../outside.bin``."""
+    tensor = TensorProto(
+        name=name, data_type=TensorProto.FLOAT, dims=[4, 4], data_location=TensorProto.EXTERNAL
+    )
+    entry = tensor.external_data.add()
+    entry.key, entry.value = "location", "../outside.bin"
+    return tensor
+
+
+def _outside_elsewhere(where: str) -> Callable[[pathlib.Path, Writer], pathlib.Path]:
+    """A tensor ``w`` reading ``../outside.bin``: a Constant's attribute feeding the
+    EyeLike (``constant-read``), one no EyeLike reads (``constant-apart``), or an
+    initializer no EyeLike reads (``initializer-apart``)."""
+
+    def write(folder: pathlib.Path, _: Writer) -> pathlib.Path:
+        (folder.parent / "outside.bin").write_bytes(bytes(64))
+        if where == "constant-read":
+            const = helper.make_node(
+                "Constant", [], ["w"], name="const", value=_outside_tensor("w")
+            )
+            return _write(folder, _model([const, _eye(["w"])], []))
+        nodes = [helper.make_node("Relu", ["w"], ["r"], name="relu"), _eye()]
+        outputs = [_info("y", None), _info("r", [4, 4])]
+        if where == "initializer-apart":
+            return _write(
+                folder, _model(nodes, outputs=outputs, initializers=[_outside_tensor("w")])
+            )
+        const = helper.make_node(
+            "Constant", [], ["w"], name="const", value=_outside_tensor("w")
+        )
+        return _write(folder, _model([const, *nodes], outputs=outputs))
+
+    return write
+
+
 def _branch_rank3(folder: pathlib.Path, _: Writer) -> pathlib.Path:
     then_branch = helper.make_graph([_eye(["x"], ["b"])], "then", [], [_info("b", None)])
     else_branch = helper.make_graph(
@@ -392,6 +428,10 @@ CASES = [
     Case("rank-3-in-if-branch", _branch_rank3, ("'eye'", "rank 3", "then_branch")),
     Case("external-dotdot", _outside_file, ("'w'", "outside"), subprocess=True),
     Case("external-absolute-path", _absolute, ("'w'", "outside")),
+    *(
+        Case(f"external-dotdot-{where}", _outside_elsewhere(where), ("'w'", "outside"))
+        for where in ("constant-read", "constant-apart", "initializer-apart")
+    ),
     Case("external-symlink-out", _link_outside, ("'w'", "outside"), subprocess=True),
     Case(
         "external-missing-file",
@@ -497,12 +537,16 @@ def test_hostile_file_is_refused_in_process(
     before = _digests(model_path.parent)
     output = out_folder / "out.onnx"
     started = time.monotonic()
+    lines = []
     for argv in (
         ["optimize", str(model_path), str(output), "-q", *case.options],
         ["inspect", str(model_path), *case.options],
     ):
         code, stderr = _run_in_process(argv, capsys)
         _assert_one_error_line(code, stderr, case.mentions)
+        lines.append(stderr)
+    optimize_line, inspect_line = lines
+    assert inspect_line == optimize_line  # inspect refuses what optimize refuses, alike
     assert time.monotonic() - started < 60
     assert list(out_folder.iterdir()) == []
     assert _digests(model_path.parent) == before
