@@ -298,7 +298,7 @@ CASES = [
         subprocess=True,
     ),
     Case("truncated", _sample_prefix, ("not an ONNX model",)),
-    Case("bit-flipped", _sample_flipped, ("not an ONNX model", "corrupt")),
+    Case("bit-flipped", _sample_flipped, ("not an ONNX model", "invalid wire type")),
     Case(
         "directory",
         lambda d, _: (d / "model.onnx").mkdir() or d / "model.onnx",
@@ -767,6 +767,84 @@ def _all_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
             if attr.type == onnx.AttributeProto.GRAPH:
                 nodes.extend(_all_nodes(attr.g))
     return nodes
+
+
+# -- huge files that are no model ----------------------------------------------------
+
+HUGE_FILE_BYTES = 3 << 30
+HUGE_FILE_MAX_RSS_BYTES = 400 << 20
+HUGE_FILE_SECONDS = 30
+
+
+def _max_rss_of(argv: list[str], cwd: pathlib.Path) -> tuple[int, str, int]:
+    """(exit code, stderr, peak resident bytes) of ``python -m eyefold ARGV`` run alone.
+
+    A wrapper process runs it, so the children counted are this command's only.
+    """
+    wrapper = (
+        "import resource, subprocess, sys, json\n"
+        "r = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+        "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024\n"
+        "print(json.dumps([r.returncode, r.stderr, peak]))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", wrapper, sys.executable, "-m", "eyefold", *argv],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=SUBPROCESS_TIMEOUT_S,
+        check=True,
+    )
+    code, stderr, peak = json.loads(result.stdout)
+    return code, stderr, peak
+
+
+@pytest.mark.parametrize(
+    ("head", "says"),
+    [
+        (b"", "invalid field key 0 at byte 0"),
+        # ir_version 8, then zeros: one valid field, then no protobuf.
+        (b"\x08\x08", "invalid field key 0 at byte 2"),
+        # a graph field claiming more bytes than the file holds.
+        (b"\x08\x08\x3a\xff\xff\xff\xff\x7f", "runs past the end of the file"),
+    ],
+    ids=["zeros", "one-field-then-zeros", "graph-longer-than-the-file"],
+)
+def test_huge_file_that_is_no_model_is_refused_from_its_first_bytes(
+    tmp_path: pathlib.Path, head: bytes, says: str
+):
+    """A sparse 3 GiB file: refused in bounded memory and time, before protobuf reads it."""
+    path = tmp_path / "huge.onnx"
+    with open(path, "wb") as handle:
+        handle.write(head)
+        handle.truncate(HUGE_FILE_BYTES)
+    started = time.monotonic()
+    code, stderr, peak = _max_rss_of(["inspect", str(path)], tmp_path)
+    assert time.monotonic() - started < HUGE_FILE_SECONDS
+    _assert_one_error_line(code, stderr, ("not an ONNX model", says))
+    assert peak < HUGE_FILE_MAX_RSS_BYTES, f"peak memory {peak} bytes"
+
+
+def _valid_models() -> list[pathlib.Path]:
+    """The samples, the real exports and every model of onnx's backend test data."""
+    backend = pathlib.Path(onnx.__file__).parent / "backend" / "test" / "data"
+    return [
+        *SAMPLE_FILES,
+        *sorted(SAMPLES.glob("real/**/*.onnx")),
+        *sorted(backend.rglob("*.onnx")),
+    ]
+
+
+def test_first_bytes_check_passes_every_valid_model():
+    """The check refuses no model protobuf and onnx read: samples and the backend corpus."""
+    from eyefold.model_files.wire import top_level_problem
+
+    paths = _valid_models()
+    assert len(paths) > 150  # the corpus is there, not an empty folder
+    for path in paths:
+        onnx.load(path, load_external_data=False)  # a model indeed
+        with open(path, "rb") as handle:
+            assert top_level_problem(handle, os.fstat(handle.fileno()).st_size) is None, path
 
 
 # -- corruption fuzzer ----------------------------------------------------------------

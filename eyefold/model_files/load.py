@@ -17,6 +17,7 @@ from eyefold.errors import InvalidModelError, ModelIOError
 from eyefold.model_files.sparse_initializers import with_dense_initializers
 from eyefold.model_files.structure_checks import check_structure, held_load_warnings
 from eyefold.model_files.tensors import check_external_data, check_external_fields
+from eyefold.model_files.wire import top_level_problem
 
 __all__ = [
     "load_model",
@@ -59,6 +60,10 @@ def read_model_proto(path: str | os.PathLike[str]) -> onnx.ModelProto:
     if not os.path.isfile(full_path):
         raise ModelIOError(f"cannot read {full_path}: not a regular file")
     try:
+        with open(full_path, "rb") as handle:  # a huge file of other bytes: refused here
+            problem = top_level_problem(handle, os.fstat(handle.fileno()).st_size)
+        if problem is not None:
+            raise ModelIOError(f"{full_path} is not an ONNX model (protobuf: {problem})")
         proto = onnx.load(full_path, load_external_data=False)
     except DecodeError as error:
         raise ModelIOError(f"{full_path} is not an ONNX model (protobuf: {error})") from None
