@@ -20,6 +20,7 @@ from eyefold.options import (
 from eyefold.pipeline import run_pipeline
 from eyefold.proto_path import optimize_proto
 from eyefold.report import Report, build_report
+from eyefold.undo import undo_point
 
 __all__ = ["OptimizeResult", "optimize", "optimize_with_report"]
 
@@ -59,7 +60,7 @@ def optimize_with_report(
         else dataclasses.replace(options, **keywords)  # type: ignore[arg-type]
     )
     if isinstance(model, ir.Model):
-        return OptimizeResult(model, run_pipeline(model, options))
+        return OptimizeResult(model, _all_or_nothing(model, options))
     if isinstance(model, onnx.ModelProto):
         problem = not_a_model(model)
         if problem is not None:
@@ -71,6 +72,16 @@ def optimize_with_report(
         run = optimize_proto(working, options)
         return OptimizeResult(run.model, build_report(run.record))
     raise TypeError(f"expected onnx.ModelProto or onnx_ir.Model, got {type(model).__name__}")
+
+
+def _all_or_nothing(model: ir.Model, options: PipelineOptions) -> Report:
+    """Runs the pipeline on ``model`` in place; if it fails, ``model`` is as it was given."""
+    undo = undo_point(model, options)
+    try:
+        return run_pipeline(model, options)
+    except BaseException:
+        undo()
+        raise
 
 
 def optimize(
@@ -90,7 +101,8 @@ def optimize(
 
     Args:
         model: an ``onnx.ModelProto`` (never mutated; a new one is returned) or an
-            ``onnx_ir.Model`` (changed in place and returned).
+            ``onnx_ir.Model`` (changed in place and returned; left as it was if an
+            error is raised).
         target_opset: default-domain opset to upgrade to (raised, never lowered).
         upgrade: whether to upgrade the opset.
         fold: whether to fold static EyeLike nodes into constants.

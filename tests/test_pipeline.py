@@ -203,3 +203,81 @@ def test_library_input_shapes_do_what_the_cli_option_does():
 def test_library_input_shapes_are_checked_like_the_command_line(shapes):
     with pytest.raises(EyefoldError, match="input_shapes"):
         PipelineOptions(input_shapes=shapes)
+
+
+def _rank3_in_branch_opset17(folder: pathlib.Path) -> ir.Model:
+    """An opset-17 model whose If branch holds a rank-3 EyeLike (found after the upgrade),
+    with a 16 KiB weight (left out of the snapshot) and a 64-byte one, read with ir.load."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    def info(name: str, dims: list[int] | None, elem: int = TensorProto.FLOAT):
+        return helper.make_tensor_value_info(name, elem, dims)
+
+    then_branch = helper.make_graph(
+        [helper.make_node("EyeLike", ["x"], ["b"], name="eye")], "then", [], [info("b", None)]
+    )
+    else_branch = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["e"])], "else", [], [info("e", None)]
+    )
+    nodes = [
+        helper.make_node(
+            "If",
+            ["c"],
+            ["y"],
+            name="branchy",
+            then_branch=then_branch,
+            else_branch=else_branch,
+        ),
+        helper.make_node("Add", ["big", "big"], ["r"], name="add"),
+        helper.make_node("Relu", ["small"], ["s"], name="relu"),
+    ]
+    big = numpy_helper.from_array(np.arange(4096, dtype=np.float32).reshape(64, 64), "big")
+    small = numpy_helper.from_array(np.arange(16, dtype=np.float32).reshape(4, 4), "small")
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [info("x", [2, 3, 4]), info("c", [], TensorProto.BOOL)],
+        [info("y", None), info("r", [64, 64]), info("s", [4, 4])],
+        [big, small],
+    )
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    proto.ir_version = 8
+    onnx.save(proto, folder / "m.onnx")
+    return ir.load(folder / "m.onnx")
+
+
+def test_library_leaves_an_ir_model_as_it_was_when_it_fails(tmp_path: pathlib.Path):
+    """All or nothing: the upgrade to opset 22 ran before the EyeLike was refused, yet the
+    caller's model serializes to the same bytes, its large tensor the same object."""
+    model = _rank3_in_branch_opset17(tmp_path)
+    before = ir.serde.serialize_model(model).SerializeToString()
+    big = model.graph.initializers["big"].const_value
+    with pytest.raises(EyefoldError, match="rank 3"):
+        eyefold.optimize(model)
+    assert ir.serde.serialize_model(model).SerializeToString() == before
+    assert (model.opset_imports[""], model.ir_version) == (17, 8)
+    assert model.graph.initializers["big"].const_value is big  # shared, not copied
+    model.graph.initializers["small"].const_value.numpy()  # still readable
+
+
+def test_library_leaves_an_ir_model_as_it_was_when_inference_finds_the_problem():
+    """Without an upgrade: the inference step writes the EyeLike input's shape (rank 3)
+    and the graph, out of order, is sorted, before the EyeLike is refused."""
+    from onnx import TensorProto, helper
+
+    nodes = [
+        helper.make_node("EyeLike", ["r"], ["y"], name="eye"),
+        helper.make_node("Relu", ["x"], ["r"], name="relu"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
+    model = ir.serde.deserialize_model(proto)
+    before = ir.serde.serialize_model(model).SerializeToString()
+    with pytest.raises(EyefoldError, match="rank 3"):
+        eyefold.optimize(model)
+    assert ir.serde.serialize_model(model).SerializeToString() == before
