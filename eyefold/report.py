@@ -165,6 +165,7 @@ def build_report(record: RunRecord) -> Report:
     for entry in record.steps:
         if isinstance(entry.result, ReportsInto):
             entry.result.report_into(facts)
+    report.warnings.extend(record.warnings)
     report.warnings.extend(facts.warnings)
     if facts.notes:
         report.extra["notes"] = list(facts.notes)

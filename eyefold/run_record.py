@@ -78,6 +78,8 @@ class RunRecord:
         check: the ``--check`` outcome, if it ran.
         output: the files written, if any.
         progress: where long steps say what they are doing.
+        warnings: what the run found wrong with the input without refusing it, in words
+            (the report lists them beside the passes' own).
     """
 
     steps: list[StepEntry] = dataclasses.field(default_factory=list)
@@ -92,6 +94,7 @@ class RunRecord:
     check: Any = None
     output: Any = None
     progress: Progress = dataclasses.field(default_factory=Progress)
+    warnings: list[str] = dataclasses.field(default_factory=list)
 
     def add_sort(self, unsorted: list[str], seconds: float) -> None:
         """Records the graphs sorted before any step read them (nothing when none was)."""

@@ -9,6 +9,7 @@ is declared with the batch dim.
 
 from __future__ import annotations
 
+import json
 import logging
 import pathlib
 import re
@@ -384,3 +385,51 @@ def test_an_input_shape_dim_past_int64_is_a_usage_error(tmp_path: pathlib.Path, 
     error = capsys.readouterr().err
     assert "dim 99999999999999999999 is larger than an ONNX dim can be" in error
     assert not output.exists()
+
+
+def _bitwise_xor_at_opset(opset: int) -> onnx.ModelProto:
+    """jax2onnx's export of ``jnp.eye(...)`` after a ``^``: BitwiseXor, which is opset 18,
+    written at opset 17."""
+    ints = [helper.make_tensor_value_info(n, TensorProto.INT32, [4, 4]) for n in "aby"]
+    nodes = [
+        helper.make_node("BitwiseXor", ["a", "b"], ["c"], name="xor"),
+        helper.make_node("EyeLike", ["c"], ["y"], name="eye"),
+    ]
+    graph = helper.make_graph(nodes, "jax", ints[:2], ints[2:])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def test_an_invalid_export_is_named_invalid_not_blamed_on_the_converter(
+    tmp_path: pathlib.Path, capsys
+):
+    model = _bitwise_xor_at_opset(17)
+    with pytest.raises(onnx.checker.ValidationError, match="No Op registered for BitwiseXor"):
+        onnx.checker.check_model(model)
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    output = tmp_path / "o.onnx"
+    assert main(["optimize", str(path), str(output), "-q"]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("eyefold: error: the model is invalid at opset 17 at op BitwiseXor")
+    assert "No Op registered for BitwiseXor with domain_version of 17" in line
+    assert "converter" not in line
+    assert not output.exists()
+    with pytest.raises(InvalidModelError, match="invalid at opset 17 at op BitwiseXor"):
+        eyefold.optimize(model)
+
+
+@pytest.mark.parametrize(("opset", "warned"), [(17, True), (18, False)])
+def test_no_upgrade_warns_of_an_input_the_checker_refuses(
+    tmp_path: pathlib.Path, capsys, opset: int, warned: bool
+):
+    """Never a silent success: the report and the summary say the input is invalid."""
+    path = tmp_path / "m.onnx"
+    onnx.save(_bitwise_xor_at_opset(opset), path)
+    report = tmp_path / "r.json"
+    argv = ["optimize", str(path), str(tmp_path / "o.onnx"), "--no-upgrade"]
+    assert main([*argv, "--report", str(report)]) == 0
+    summary = capsys.readouterr().out
+    warnings = json.loads(report.read_text(encoding="utf-8"))["warnings"]
+    invalid = [w for w in warnings if "No Op registered for BitwiseXor" in w]
+    assert bool(invalid) == warned, warnings
+    assert ("warning: the model is invalid at opset 17 at op BitwiseXor" in summary) == warned

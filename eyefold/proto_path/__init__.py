@@ -54,6 +54,7 @@ from eyefold.rule_registry import select_rules
 from eyefold.run_record import RunRecord, Stage, StepEntry
 from eyefold.upgrade.on_proto import ConverterTypes, upgrade_proto
 from eyefold.upgrade.target import OpsetNotes
+from eyefold.upgrade.validation import unregistered_op
 
 __all__ = [
     "NEIGHBOURHOOD_STEP",
@@ -330,6 +331,8 @@ def optimize_proto(
     record = RunRecord() if record is None else record
     record.opset_before = default_opset({o.domain: o.version for o in model.opset_import})
     record.ir_version_before = model.ir_version
+    if not options.upgrade and (invalid := unregistered_op(model)) is not None:
+        record.warnings.append(f"{invalid}; kept at that opset (--no-upgrade)")
     upgrading = _upgrades(options, record.opset_before) and not options.input_shapes
     given = None
     extracted = False

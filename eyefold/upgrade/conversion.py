@@ -35,7 +35,7 @@ from eyefold.core.metadata_keys import HIDDEN_DOMAIN
 from eyefold.core.onnx_safety import restore_names, stand_in_ops
 from eyefold.core.proto_subgraphs import BodyColumns, body_columns
 from eyefold.core.weightless import ir_large_constant, is_large, typed_value_input
-from eyefold.errors import UpgradeError, one_line
+from eyefold.errors import InvalidModelError, UpgradeError, one_line
 from eyefold.upgrade.legacy_fixes import (
     LEGACY_MIN_OPSET,
     convert_opset_6_to_7,
@@ -287,12 +287,33 @@ def convert_graph(
     try:
         after = _convert(start, source, target, where)
     except UpgradeError as error:  # its text may name a stand-in: say EyeLike
+        _refuse_if_invalid(before, stand_ins, source)
         nodes_before = (n for g in iter_proto_graphs(graph) for n in g.node)
         ops = stand_in_ops(nodes_before, stand_ins)
         names = {HIDDEN_DOMAIN: "ai.onnx"}
         raise UpgradeError(restore_names(str(error), ops, names)) from None
     _finish_graph(after.graph, known, (source, where), upsamples)
     return GraphConversion(before, after, opaque, stand_ins)
+
+
+def _refuse_if_invalid(
+    before: onnx.ModelProto, stand_ins: set[tuple[str, ...]], source: int
+) -> None:
+    """Blames the input, not the converter, when onnx's checker refuses it as given.
+
+    An exporter that writes an op its opset lacks (jax2onnx's BitwiseXor at opset 17)
+    makes the converter fail with "No Adapter From Version"; the checker's line says what
+    is wrong. Run only once the converter failed: a full check of every upgraded model
+    costs the converter's time again.
+
+    Raises:
+        InvalidModelError: the checker's first complaint, the op named.
+    """
+    from eyefold.upgrade.validation import checker_problem  # it imports this module
+
+    problem = checker_problem(before, stand_ins)
+    if problem is not None:
+        raise InvalidModelError(f"the model is invalid at opset {source}{problem}")
 
 
 def _finish_graph(
