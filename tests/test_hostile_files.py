@@ -208,16 +208,21 @@ def _outside_elsewhere(where: str) -> Callable[[pathlib.Path, Writer], pathlib.P
     return write
 
 
-def _branch_rank3(folder: pathlib.Path, _: Writer) -> pathlib.Path:
-    then_branch = helper.make_graph([_eye(["x"], ["b"])], "then", [], [_info("b", None)])
+def _branch_holding(eye: onnx.NodeProto, dims: list[int] | None = None) -> onnx.ModelProto:
+    """``y = If(c, then: eye, else: Identity(x))``, ``eye`` writing ``b`` from ``x``."""
+    then_branch = helper.make_graph([eye], "then", [], [_info("b", None)])
     else_branch = helper.make_graph(
         [helper.make_node("Identity", ["x"], ["e"])], "else", [], [_info("e", None)]
     )
     node = helper.make_node(
         "If", ["c"], ["y"], name="branchy", then_branch=then_branch, else_branch=else_branch
     )
-    inputs = [_info("x", [2, 3, 4]), _info("c", [], TensorProto.BOOL)]
-    return _write(folder, _model([node], inputs))
+    inputs = [_info("x", dims or [4, 4]), _info("c", [], TensorProto.BOOL)]
+    return _model([node], inputs)
+
+
+def _branch_rank3(folder: pathlib.Path, _: Writer) -> pathlib.Path:
+    return _write(folder, _branch_holding(_eye(["x"], ["b"]), [2, 3, 4]))
 
 
 def _sample_prefix(folder: pathlib.Path, _: Writer) -> pathlib.Path:
@@ -251,8 +256,8 @@ def _sample_flipped(folder: pathlib.Path, _: Writer) -> pathlib.Path:
     return _write(folder, bytes(data))
 
 
-def _k_twice() -> onnx.NodeProto:
-    node = _eye(k=1)
+def _k_twice(output: str = "y") -> onnx.NodeProto:
+    node = _eye(["x"], [output], k=1)
     node.attribute.append(helper.make_attribute("k", 2))
     return node
 
@@ -386,6 +391,11 @@ CASES = [
             ("'eye'", "'k' appears 2 times"),
         )
         for opset in (22, 17)
+    ),
+    Case(
+        "k-given-twice-in-if-branch",
+        lambda d, _: _write(d, _branch_holding(_k_twice("b"))),
+        ("'eye'", "branchy.then_branch", "'k' appears 2 times"),
     ),
     Case(
         "k-int-with-its-float-field-set",
