@@ -9,7 +9,6 @@ import io
 import json
 import os
 import pty
-import re
 import select
 import shutil
 import subprocess
@@ -537,7 +536,7 @@ def test_cli_upgrade_failure_exits_1_and_writes_nothing(
     completed = run("optimize", str(source), str(out))
     assert completed.returncode == 1
     assert completed.stderr.startswith("eyefold: error: ")
-    assert re.search(r"opset 13 to 22.*Unsqueeze.*--no-upgrade", completed.stderr)
+    assert "the model is invalid at opset 13 at op Unsqueeze" in completed.stderr
     assert "Traceback" not in completed.stderr and completed.stderr.count("\n") == 1
     assert not out.exists()
     # With --no-upgrade the opset is kept and nothing needs converting.
