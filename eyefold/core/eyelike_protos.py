@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 import onnx
 
 from eyefold.core.domains import DEFAULT_DOMAINS, function_label
+from eyefold.core.proto_subgraphs import may_hold_subgraphs
 from eyefold.errors import InvalidModelError
 
 __all__ = ["check_eyelike_proto", "check_model_eyelikes"]
@@ -98,6 +99,8 @@ def _graph_nodes(
     """(node, path of its graph) for ``nodes`` and every node of their subgraphs."""
     for index, node in enumerate(nodes):
         yield node, path
+        if not may_hold_subgraphs(node):
+            continue
         for attr in node.attribute:
             graphs = [attr.g] if attr.type == _A.GRAPH else attr.graphs
             for position, graph in enumerate(graphs):
