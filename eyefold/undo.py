@@ -6,14 +6,16 @@ opset and converted every node. On failure the caller must hold the model it gav
 half-converted one. What is saved depends on what the steps before the EyeLike checks
 rewrite:
 
-* an opset upgrade or pinned input shapes rewrite the whole model: a serialized snapshot
-  is taken (about 1 s for 100,000 nodes, a few percent of an upgrade; external tensors are
-  references in it, and the main graph's large in-memory tensors are left out and their
-  own immutable tensor objects put back);
+* an opset upgrade or pinned input shapes rewrite the whole model, and a size limit
+  raised above the default lets a fold fail to allocate its output after earlier folds
+  changed the model: a serialized snapshot is taken (about 1 s for 100,000 nodes, a few
+  percent of an upgrade; external tensors are references in it, and the main graph's
+  large in-memory tensors are left out and their own immutable tensor objects put back);
 * otherwise the steps before those checks change only the types and shapes of the EyeLike
   inputs (the inference step) and the node order of unsorted graphs: those are saved,
   which costs one walk of the nodes instead of a serialization that would cost more than
-  the run.
+  the run. The steps after those checks raise no EyefoldError at the default size limit
+  (an EyeLike refused, an unknown runtime, a rank other than 2 are all found before).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from eyefold.core.domains import default_opset
 from eyefold.core.scopes import is_eyelike, iter_scopes
 from eyefold.core.weightless import is_large
 from eyefold.model_files.tensors import iter_external_tensors
-from eyefold.options import PipelineOptions
+from eyefold.options import DEFAULT_SIZE_LIMIT_BYTES, PipelineOptions
 
 __all__ = ["undo_point"]
 
@@ -50,7 +52,7 @@ def undo_point(model: ir.Model, options: PipelineOptions) -> Undo:
     """What puts ``model`` back as it is now, for a pipeline run with ``options``."""
     opset = default_opset(model.opset_imports)
     upgrades = options.upgrade and opset is not None and opset < options.target_opset
-    if upgrades or options.input_shapes:
+    if upgrades or options.input_shapes or options.size_limit > DEFAULT_SIZE_LIMIT_BYTES:
         return _snapshot(model)
     return _eyelike_inputs_and_order(model)
 

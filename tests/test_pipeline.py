@@ -281,3 +281,33 @@ def test_library_leaves_an_ir_model_as_it_was_when_inference_finds_the_problem()
     with pytest.raises(EyefoldError, match="rank 3"):
         eyefold.optimize(model)
     assert ir.serde.serialize_model(model).SerializeToString() == before
+
+
+def test_library_leaves_an_ir_model_as_it_was_when_a_fold_cannot_be_allocated():
+    """Without an upgrade, a raised size limit: one EyeLike folds, then the next one's
+    output (2^40 x 2^40) cannot be allocated; the caller's model is as it was."""
+    from onnx import TensorProto, helper
+
+    nodes = [
+        helper.make_node("EyeLike", ["x"], ["e"], name="small"),
+        helper.make_node("Add", ["x", "e"], ["y"], name="add"),
+        helper.make_node("EyeLike", ["h"], ["z"], name="huge"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 4]),
+            helper.make_tensor_value_info("h", TensorProto.FLOAT, [1 << 40, 1 << 40]),
+        ],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 4]),
+            helper.make_tensor_value_info("z", TensorProto.FLOAT, [1 << 40, 1 << 40]),
+        ],
+    )
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
+    model = ir.serde.deserialize_model(proto)
+    before = ir.serde.serialize_model(model).SerializeToString()
+    with pytest.raises(EyefoldError, match="cannot allocate"):
+        eyefold.optimize(model, size_limit=1 << 90)
+    assert ir.serde.serialize_model(model).SerializeToString() == before
