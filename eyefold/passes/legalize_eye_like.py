@@ -8,6 +8,9 @@ shape and writes zeros and ones, which every type holds exactly, so
 and so does eyefold's lowered form. :func:`eyefold.runtime.forms.choose_form` picks the
 cheapest that the target runs and that keeps running on every other known runtime which
 ran the node; what the target cannot run in any form (bfloat16 on tract) is a warning.
+A target that fills a ConstantOfShape without ``value`` otherwise than the spec (tract)
+also gets that default spelled out where such a node feeds an EyeLike left
+(``eyefold/passes/explicit_fill.py``): the node as it was does not run there.
 """
 
 from __future__ import annotations
@@ -25,6 +28,11 @@ from eyefold.core.metadata_keys import LEGALIZED_FOR_KEY, RULE_TAG_KEY
 from eyefold.core.names import ModelNames
 from eyefold.core.run_facts import RunFacts
 from eyefold.core.scopes import Scope, is_eyelike, iter_scopes
+from eyefold.passes.explicit_fill import (
+    IMPLICIT_FILL_NOTE,
+    implicit_fill_producer,
+    spell_out_fill,
+)
 from eyefold.passes.lower_eye_like import lower_node, lowering_blocker
 from eyefold.runtime.forms import Choice, Lowered, Plan, choose_form, choose_plan
 from eyefold.runtime.profile import RuntimeProfile
@@ -40,6 +48,10 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+# A target that fills a ConstantOfShape without value otherwise (tract: float64) gets the
+# spec's default written out, in these words.
+_FILL = "the ConstantOfShape's value 0.0 (float) spelled out"
 
 
 @dataclasses.dataclass
@@ -246,8 +258,18 @@ class LegalizeEyeLikePass(ir.passes.InPlacePass):
             f"EyeLike {source.name if source else '(unknown)'} -> "
             f"{output_type.name if output_type else '(unknown)'}"
         )
-        if runs:
+        fill = None if judges.target.implicit_fill else implicit_fill_producer(node)
+        if runs and fill is None:
             return LegalizeOutcome(node, scope, True, False, f"{target} runs {combination}")
+        if runs:
+            verdict = f"{target} runs {combination}, but {IMPLICIT_FILL_NOTE}"
+            if not self.rewrite:
+                note = f"{verdict}; would run with {_FILL}"
+                return LegalizeOutcome(node, scope, False, False, note)
+            assert fill is not None
+            spell_out_fill(fill)
+            note = f"{verdict}; legalized with {_FILL}"
+            return LegalizeOutcome(node, scope, False, True, note)
         if output_type is None:
             note = (
                 f"input type unknown and no dtype: cannot tell whether {target} runs"
@@ -269,13 +291,19 @@ class LegalizeEyeLikePass(ir.passes.InPlacePass):
             return _left(node, scope, runs, verdict, choice)
         form = choice.form.describe(source)
         if not self.rewrite:
+            if fill is not None:
+                form += f", with {_FILL}"
             return LegalizeOutcome(node, scope, runs, False, f"{verdict}; would become {form}")
         if isinstance(choice.form, Lowered):
             lower_node(scope, node, names)
             note = f"{verdict}; legalized as {form}"
             return LegalizeOutcome(node, scope, runs, True, note, lowered=True)
         _rewrite(scope, node, choice.form, names, judges.target.runtime)
-        return LegalizeOutcome(node, scope, runs, True, f"{verdict}; legalized as {form}")
+        note = f"{verdict}; legalized as {form}"
+        if fill is not None:
+            spell_out_fill(fill)
+            note += f", with {_FILL}"
+        return LegalizeOutcome(node, scope, runs, True, note)
 
 
 class _Judges:

@@ -16,6 +16,10 @@ both sides stay within int64 for every ``k`` (``0 <= i, j < 2**63``), so no clam
 is needed and a ``k`` beyond the matrix gives the all-zero matrix, as EyeLike does. The
 result is bit-exact in every type: Equal gives exactly False/True, and Cast maps them to
 exactly 0 and 1 (bool: the Equal is the output itself; int64: Where picks the constants).
+
+The lowered form is written to run everywhere, so a ConstantOfShape without ``value`` that
+fed the EyeLike (torch.onnx's dynamo diagonal mask; its Shape is still read) gets the
+spec's default spelled out, which tract needs (``eyefold/passes/explicit_fill.py``).
 """
 
 from __future__ import annotations
@@ -31,6 +35,11 @@ from eyefold.core.eyelike_types import to_data_type
 from eyefold.core.names import ModelNames
 from eyefold.core.run_facts import RunFacts
 from eyefold.core.scopes import Scope, is_eyelike, iter_scopes
+from eyefold.passes.explicit_fill import (
+    IMPLICIT_FILL_NOTE,
+    implicit_fill_producer,
+    spell_out_fill,
+)
 
 __all__ = [
     "MIN_LOWERING_OPSET",
@@ -223,6 +232,11 @@ def lower_node(scope: Scope, node: ir.Node, names: ModelNames) -> LowerOutcome:
     assert dtype is not None
     k_attribute = node.attributes.get("k")
     k = k_attribute.as_int() if k_attribute is not None else 0
+    fill = implicit_fill_producer(node)
     lowered, written = _lower(_Emitter(scope, node, names), k, dtype)
     _replace(scope, node, lowered, dtype)
-    return LowerOutcome(node, label, scope.path, True, f"lowered to {written} with k={k}")
+    note = f"lowered to {written} with k={k}"
+    if fill is not None:
+        spell_out_fill(fill)
+        note += f"; {IMPLICIT_FILL_NOTE}: value 0.0 (float) spelled out"
+    return LowerOutcome(node, label, scope.path, True, note)

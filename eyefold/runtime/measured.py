@@ -9,7 +9,11 @@ the expected matrix bit for bit in the expected type. Three grids per runtime:
   (the first column: no ``dtype``). Measured at opset 21 (EyeLike-9) too, every runtime
   gave the same grid without bfloat16, which is how the EyeLike-9 table is derived;
 - ``cast``: ``Cast(x, to=column)`` of a row-typed input;
-- ``lowered``: eyefold's lowered form (``LowerEyeLikePass``), per output type.
+- ``lowered``: eyefold's lowered form (``LowerEyeLikePass``), per output type;
+- ``implicit_fill``: ``EyeLike(ConstantOfShape(Shape(x)))`` at opset 20, the
+  ConstantOfShape without ``value`` and its output declared FLOAT, as torch.onnx's dynamo
+  exporter writes a diagonal mask (measured on 2026-12-03 by
+  ``tests/test_explicit_fill.py``).
 
 ``#`` runs, ``.`` does not. What the grids record, in words:
 
@@ -18,7 +22,9 @@ the expected matrix bit for bit in the expected type. Three grids per runtime:
 - OpenVINO 2026.4.1: everything;
 - tract 0.23.9: no bfloat16 anywhere ("Unknown DatumType Bfloat16"); no EyeLike with a
   bool output ("Bool is not a number"); no Cast to int64, whose result tract types as its
-  internal shape type TDim ("Unsupported DatumType in the public API TDim");
+  internal shape type TDim ("Unsupported DatumType in the public API TDim"); a
+  ConstantOfShape without ``value`` fills float64, not the spec's float32 ("Impossible to
+  unify F32 with F64" where its output is declared FLOAT);
 - TVM (apache-tvm 0.27.0.post1, Relax, llvm): EyeLike only without ``dtype`` or with the
   input's type ("dtype mismatch between input and attribute"); no Cast from bfloat16 to
   an integer type ("Data type T.bfloat16 not supported for finiteness ops").
@@ -54,6 +60,8 @@ class MeasuredTable:
             runtime whose EyeLike support is probed on the installed version instead.
         casts: the (from, to) Casts that ran.
         lowered: the output types whose lowered form ran.
+        implicit_fill: whether ``EyeLike(ConstantOfShape(Shape(x)))`` ran, the
+            ConstantOfShape without ``value`` and its output declared FLOAT.
     """
 
     runtime: str
@@ -62,6 +70,7 @@ class MeasuredTable:
     eyelike: Mapping[int, frozenset[Combination]] | None
     casts: frozenset[tuple[ir.DataType, ir.DataType]]
     lowered: frozenset[ir.DataType]
+    implicit_fill: bool
 
 
 def _rows(grid: Sequence[str], columns: Sequence[ir.DataType | None]) -> set[tuple]:
@@ -82,6 +91,8 @@ def _table(
     eyelike: Sequence[str] | None,
     cast: Sequence[str],
     lowered: str,
+    *,
+    implicit_fill: bool = True,
 ) -> MeasuredTable:
     per_version = None
     if eyelike is not None:
@@ -99,6 +110,7 @@ def _table(
         eyelike=per_version,
         casts=frozenset(_rows(cast, _TYPES)),
         lowered=frozenset(t for t, m in zip(_TYPES, lowered, strict=True) if m == "#"),
+        implicit_fill=implicit_fill,
     )
 
 
@@ -149,6 +161,7 @@ MEASURED: dict[str, MeasuredTable] = {
             "UINT8    .######.#####",
         ],
         ".############",
+        implicit_fill=False,
     ),
     "tvm": _table(
         "tvm",

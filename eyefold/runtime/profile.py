@@ -4,7 +4,8 @@ An EyeLike a runtime cannot run is rewritten into casts around a combination it 
 into eyefold's lowered form (``LowerEyeLikePass``). Whether a runtime runs each of those
 is its profile: the EyeLike combinations (:class:`~eyefold.runtime.table.EyeLikeSupport`),
 the Casts between element types and the output types of the lowered form it returns
-correctly, each measured on the runtime (``eyefold/runtime/measured.py``). A form runs when
+correctly, and whether it fills a ConstantOfShape without ``value`` as the spec says, each
+measured on the runtime (``eyefold/runtime/measured.py``). A form runs when
 each of its ops does: the measurements of whole forms on every runtime
 (``benchmarks/runtime_reach.py``) confirm that they compose.
 """
@@ -40,11 +41,15 @@ class RuntimeProfile:
         support: the EyeLike combinations it runs (and where that table came from).
         casts: the (from, to) Casts it runs and returns correctly, identity casts included.
         lowered: the output types whose lowered form it runs and returns correctly.
+        implicit_fill: whether it runs a ConstantOfShape without ``value`` declared FLOAT
+            (the spec's default); where not, eyefold spells the default out in front of
+            the EyeLike nodes it keeps (``eyefold/passes/explicit_fill.py``).
     """
 
     support: EyeLikeSupport
     casts: frozenset[CastPair]
     lowered: frozenset[ir.DataType]
+    implicit_fill: bool = True
 
     @property
     def runtime(self) -> str:

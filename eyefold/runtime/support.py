@@ -177,6 +177,7 @@ def get_profile(
         support=support or get_support(runtime, probe=probe),
         casts=measured.casts,
         lowered=measured.lowered,
+        implicit_fill=measured.implicit_fill,
     )
 
 
