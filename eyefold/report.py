@@ -18,6 +18,8 @@ from eyefold.core.run_facts import (
 from eyefold.run_record import RunRecord
 
 if TYPE_CHECKING:
+    import onnx_ir as ir
+
     from eyefold.core.analysis import EyeLikeFacts
 
 __all__ = ["NodeOutcome", "Report", "StepTiming", "build_report"]
@@ -177,6 +179,10 @@ def build_report(record: RunRecord) -> Report:
     report.nodes.extend(_removed(facts.found, [*facts.folded, *facts.left], facts.removed_by))
     _add_declines(report, [*facts.folded, *facts.left], facts.found, facts.rule_declines)
     report.extra["rules"] = facts.hits
+    if facts.identities:
+        # A Range identity whose producer left the graph was rewritten away by a rule.
+        gone = sum(1 for value in facts.identities if _removed_value(value))
+        report.extra["identities"] = {"found": len(facts.identities), "rewritten": gone}
     if facts.declined:
         report.extra["rules_declined"] = facts.declined
     if facts.withheld:
@@ -187,6 +193,11 @@ def build_report(record: RunRecord) -> Report:
     _add_file_facts(report, record)
     _add_status(report, record)
     return report
+
+
+def _removed_value(value: ir.Value) -> bool:
+    producer = value.producer()
+    return producer is not None and producer.graph is None
 
 
 def _add_status(report: Report, record: RunRecord) -> None:

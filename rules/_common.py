@@ -12,6 +12,7 @@ from eyefold.core.constants import constant_tensor, is_identity_array
 from eyefold.core.domains import DEFAULT_DOMAINS, default_opset
 from eyefold.core.eyelike_types import allowed_types
 from eyefold.core.metadata_keys import LEGALIZED_FOR_KEY, RULE_FACTS_KEY
+from eyefold.core.range_identity import range_identity
 from eyefold.core.shapes import merge_shapes
 
 __all__ = [
@@ -149,12 +150,16 @@ def identity_operand(
 ) -> tuple[int | ir.SymbolicDim, ir.DataType] | None:
     """``(n, dtype)`` when ``value`` is exactly the ``n x n`` identity matrix, else None.
 
-    That is an EyeLike with k=0 on a square input, or a constant (initializer or Constant
-    node) whose values are the identity. A constant's shape and type are checked before
-    any of its data is read.
+    That is an EyeLike with k=0 on a square input, dynamo's Range/Equal identity
+    (:mod:`eyefold.core.range_identity`), or a constant (initializer or Constant node)
+    whose values are the identity. A constant's shape and type are checked before any of
+    its data is read.
     """
     if value is None:
         return None
+    built = range_identity(value)
+    if built is not None:
+        return built.size, built.dtype
     producer = value.producer()
     if producer is not None and producer.op_type == "EyeLike":
         if producer.domain not in DEFAULT_DOMAINS or eyelike_k(producer) != 0:

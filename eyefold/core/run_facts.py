@@ -91,6 +91,8 @@ class RunFacts:
         notes: what the run did differently from what was asked, and why, in words.
         withheld: relaxed rules that would have rewritten EyeLike nodes had ``relaxed``
             been on -> how many.
+        identities: dynamo's Range/Equal identities of the input (not EyeLike nodes;
+            :mod:`eyefold.core.range_identity`), each the value that is the matrix.
         lowering: the lowering pass's notes, if it ran.
         runtime: the runtime check's verdicts, if it ran.
     """
@@ -105,6 +107,7 @@ class RunFacts:
     warnings: list[str] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)
     withheld: dict[str, int] = dataclasses.field(default_factory=dict)
+    identities: list[ir.Value] = dataclasses.field(default_factory=list)
     lowering: Sequence[LoweringNote] | None = None
     runtime: RuntimeVerdicts | None = None
 

@@ -13,7 +13,9 @@ import onnx_ir as ir
 
 from eyefold.core.analysis import EyeLikeFacts, analyze_all
 from eyefold.core.metadata_keys import ORIGIN_KEY
+from eyefold.core.range_identity import RANGE_IDENTITY_OPS, range_identity
 from eyefold.core.run_facts import RunFacts
+from eyefold.core.scopes import iter_scopes
 
 __all__ = ["CensusResult", "TakeEyeLikeCensusPass"]
 
@@ -35,8 +37,29 @@ class TakeEyeLikeCensusPass(ir.passes.InPlacePass):
         for facts in analyze_all(model, size_limit_bytes=0, fold=False):
             facts.node.meta[ORIGIN_KEY] = len(found)
             found.append(facts)
-        logger.info("EyeLike nodes found: %d", len(found))
-        return CensusResult(model, modified=False, found=found)
+        identities = _range_identities(model)
+        logger.info(
+            "EyeLike nodes found: %d; Range identities: %d", len(found), len(identities)
+        )
+        return CensusResult(model, modified=False, found=found, identities=identities)
+
+
+def _range_identities(model: ir.Model) -> list[ir.Value]:
+    """Dynamo's Range/Equal identities, each counted once (a Cast's, not its Equal too)."""
+    values = [
+        value
+        for scope in iter_scopes(model)
+        for node in scope.graph
+        if node.op_type in RANGE_IDENTITY_OPS
+        for value in node.outputs
+        if range_identity(value) is not None
+    ]
+    cast_of = {
+        id(producer.inputs[0])
+        for value in values
+        if (producer := value.producer()) is not None and producer.op_type == "Cast"
+    }
+    return [value for value in values if id(value) not in cast_of]
 
 
 @dataclasses.dataclass
@@ -44,7 +67,9 @@ class CensusResult(ir.passes.PassResult):
     """The pass result: every EyeLike found, in scope order; its index is its number."""
 
     found: list[EyeLikeFacts] = dataclasses.field(default_factory=list)
+    identities: list[ir.Value] = dataclasses.field(default_factory=list)
 
     def report_into(self, facts: RunFacts) -> None:
-        """Every EyeLike of the input: the report accounts for each."""
+        """Every EyeLike of the input, and its Range identities: the report counts both."""
         facts.found = self.found
+        facts.identities = self.identities

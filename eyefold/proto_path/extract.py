@@ -3,6 +3,9 @@
 The neighbourhood is every node a pass may read or change:
 
 * the EyeLike nodes and the identity-shaped constants' consumers (the rules' roots);
+* each Equal of an unsqueezed Range (maybe dynamo's Range/Equal identity), its whole
+  backward slice (the rules read its Ranges' constants and sizes) and its consumers, as
+  an EyeLike's;
 * backward: the producer of each EyeLike input when a rule looks at producers of its
   op, and the whole backward slice when the input's shape or type is not declared
   (shape inference then reads it all);
@@ -200,6 +203,10 @@ def choose_nodes(index: GraphIndex, inferred: Collection[str] = ()) -> list[int]
             _backward(index, chosen, position, None, sliced)
         elif inputs and _producer_op(index, inputs[0]) in NEIGHBOUR_OPS:
             _backward(index, chosen, position, 1, sliced)
+        _forward(index, chosen, removable, [o for o in nodes[position].output if o])
+    for position in index.range_identities:
+        chosen.add(position)
+        _backward(index, chosen, position, None, sliced)
         _forward(index, chosen, removable, [o for o in nodes[position].output if o])
     for name in index.identity_candidates:
         for consumer in index.consumers.get(name, ()):

@@ -56,6 +56,10 @@ class GraphIndex:
         identity_candidates: names of square 2-D constants (initializers or Constant
             outputs) of the element types asked for: the rules may treat them as
             identity matrices, so their consumers belong to the neighbourhood.
+        range_identities: indices of the Equal nodes that compare an unsqueezed Range:
+            maybe dynamo's Range/Equal identity (:mod:`eyefold.core.range_identity`),
+            which the rules read as an identity operand, so its whole chain and its
+            consumers belong to the neighbourhood.
         holders: indices of nodes that hold subgraphs.
         obstacle: why the neighbourhood path cannot be taken, or None.
         unsorted: whether some node reads a value a later node defines (the graph is not
@@ -82,6 +86,7 @@ class GraphIndex:
     value_info: dict[str, int] = dataclasses.field(default_factory=dict)
     eyelike: list[int] = dataclasses.field(default_factory=list)
     identity_candidates: list[str] = dataclasses.field(default_factory=list)
+    range_identities: list[int] = dataclasses.field(default_factory=list)
     holders: set[int] = dataclasses.field(default_factory=set)
     obstacle: str | None = None
     unsorted: bool = False
@@ -319,10 +324,34 @@ def _index_nodes(index: GraphIndex, dtypes: frozenset[int]) -> None:
     index.eyelike = [i for i, op in enumerate(ops) if op == "EyeLike"]
     if not _DEFAULT_DOMAINS_SET.issuperset(domains):
         index.eyelike = [i for i in index.eyelike if domains[i] in DEFAULT_DOMAINS]
+    index.range_identities = _range_equals(index)
     for position in looked_into(ops, domains):
         node = listed[position]
         if node.attribute:
             _index_node(index, position, node, dtypes)
+
+
+def _range_equals(index: GraphIndex) -> list[int]:
+    """Positions of the Equal nodes that read an Unsqueeze of a Range (the rows)."""
+    ops, at = index.op_types, index.producer.get
+    if "Equal" not in ops or "Range" not in ops:
+        return []
+
+    def unsqueezed_range(name: str) -> bool:
+        unsqueeze = at(name)
+        if unsqueeze is None or ops[unsqueeze] != "Unsqueeze":
+            return False
+        source = index.node_inputs[unsqueeze][:1]
+        counted = at(source[0]) if source else None
+        return counted is not None and ops[counted] == "Range"
+
+    return [
+        position
+        for position, op in enumerate(ops)
+        if op == "Equal"
+        and index.domains[position] in DEFAULT_DOMAINS
+        and any(unsqueezed_range(name) for name in index.node_inputs[position])
+    ]
 
 
 def looked_into(op_types: list[str], domains: list[str]) -> list[int]:

@@ -1,6 +1,7 @@
 """Where the rules pass tries the rules, and whether any can match at all.
 
-Every eyefold pattern contains an EyeLike node or a constant identity matrix, and its
+Every eyefold pattern contains an EyeLike node or an identity matrix (a constant, or
+dynamo's Range/Equal identity), and its
 root (the node whose output it replaces) is that EyeLike or one of its consumers at most
 ``RuleSpec.reach.depth`` nodes down: the exporters' masked-sum diagonal is rooted at the
 ReduceSum three nodes down (EyeLike -> Cast/CastLike -> Mul -> ReduceSum). So the
@@ -18,6 +19,7 @@ import onnx_ir as ir
 
 from eyefold.core.constants import constant_tensor, is_identity_array
 from eyefold.core.domains import DEFAULT_DOMAINS
+from eyefold.core.range_identity import RANGE_IDENTITY_OPS, range_identity
 from eyefold.core.rule_spec import RuleSpec
 from eyefold.core.scopes import Scope
 
@@ -49,6 +51,12 @@ def _is_identity_constant(value: ir.Value, dtypes: frozenset[ir.DataType]) -> bo
         return False
     dims = tensor.shape.dims
     return len(dims) == 2 and dims[0] == dims[1] and is_identity_array(tensor.numpy())
+
+
+def _is_range_identity(value: ir.Value, dtypes: frozenset[ir.DataType]) -> bool:
+    """Dynamo's Range/Equal identity (:mod:`eyefold.core.range_identity`) of ``dtypes``."""
+    found = range_identity(value)
+    return found is not None and found.dtype in dtypes
 
 
 def _downstream(node: ir.Node, seen: set[int], depth: int) -> list[ir.Node]:
@@ -94,7 +102,8 @@ def candidate_roots(
 
     Roots are the consumers of EyeLike outputs (up to the deepest of the rules' reaches
     down) and the EyeLike nodes, plus the consumers of constants of the rules' constant
-    types equal to an identity matrix. A consumer may sit in a subgraph of the graph that
+    types equal to an identity matrix and of dynamo's Range/Equal identities of those
+    types. A consumer may sit in a subgraph of the graph that
     holds the anchor, so roots are grouped by the graph they actually belong to. None
     when no EyeLike or identity constant has a neighbour a rule looks at.
     """
@@ -117,6 +126,10 @@ def candidate_roots(
             elif constant_dtypes and node.op_type == "Constant":
                 anchors.extend(
                     v for v in node.outputs if _is_identity_constant(v, constant_dtypes)
+                )
+            elif constant_dtypes and node.op_type in RANGE_IDENTITY_OPS:
+                anchors.extend(
+                    v for v in node.outputs if _is_range_identity(v, constant_dtypes)
                 )
         if constant_dtypes and isinstance(scope.graph, ir.Graph):
             anchors.extend(

@@ -317,6 +317,42 @@ def export_diagonal(args, manifest) -> None:
               source, exporter="torchscript")
 
 
+class _TimesEye(torch.nn.Module):
+    def forward(self, x):
+        return x @ torch.eye(x.shape[-1])
+
+
+def export_eye_matmul(args, manifest) -> None:
+    """``x @ torch.eye(x.shape[-1])`` (float32), dynamo at opset 20 with a dynamic size:
+    torchlib has no ``aten::eye``, so torch's decomposition gives
+    ``Cast(Equal(Unsqueeze(Range(0, n, 1), [1]), Range(0, n, 1)))``, not EyeLike."""
+    _seeded()
+    x = torch.randn(3, 4)
+    module = _TimesEye().eval()
+    with torch.no_grad():
+        y = module(x)
+    dims = {"B": torch.export.Dim("B", min=1, max=64), "D": torch.export.Dim("D", min=2)}
+    program = torch.onnx.export(
+        module,
+        (x,),
+        None,
+        dynamo=True,
+        input_names=["x"],
+        output_names=["y"],
+        dynamic_shapes={"x": {0: dims["B"], 1: dims["D"]}},
+    )
+    name = "eye_matmul_dynamo"
+    path = os.path.join(args.out, f"{name}.onnx")
+    program.save(path)
+    source = {
+        "repo": "(none: a two-line module)",
+        "path": "sample_models/real/export_real.py (_TimesEye)",
+        "commit": None,
+    }
+    _save(args.out, name, path, {"x": _numpy(x)}, [_numpy(y)], manifest, source,
+          exporter="dynamo")
+
+
 def export_fp16(args, manifest, bases) -> None:
     """Both float16 converters on top (``keep_io_types=True``): onnxruntime's
     (``onnxruntime.transformers.float16``), which writes unsorted graphs, and
@@ -369,6 +405,7 @@ def main() -> None:
     export_hippynn(args, manifest)
     export_kornia(args, manifest)
     export_diagonal(args, manifest)
+    export_eye_matmul(args, manifest)
     bases = ["mossformer_op13", "ccnet_mmcv_dynamo", "kornia_dilation_op13"]
     export_fp16(args, manifest, bases)
     import onnxruntime
