@@ -37,6 +37,7 @@ def _eye_model(
     left: bool = False,
     start: int = 0,
     columns_from: int | None = None,
+    declared: bool = True,
 ) -> onnx.ModelProto:
     """``x @ eye(n)`` (or ``eye(n) @ x`` when ``left``), n read from x's contracted dim.
 
@@ -48,12 +49,19 @@ def _eye_model(
     """
     axis = 0 if left else 1
     size_dims = ["d", "b"] if left else ["b", "d"]
-    nodes = [
-        helper.make_node("Shape", ["x"], ["shape_n"], start=axis, end=axis + 1),
-        helper.make_node("Squeeze", ["shape_n"], ["n"]),
-        helper.make_node("Range", ["start", "n", "one"], ["arange"]),
-    ]
+    if variant == "gather":
+        read = [
+            helper.make_node("Shape", ["x"], ["shape_n"]),
+            helper.make_node("Gather", ["shape_n", "axis"], ["n"]),
+        ]
+    else:
+        read = [
+            helper.make_node("Shape", ["x"], ["shape_n"], start=axis, end=axis + 1),
+            helper.make_node("Squeeze", ["shape_n"], ["n"]),
+        ]
+    nodes = [*read, helper.make_node("Range", ["start", "n", "one"], ["arange"])]
     initializers = [
+        _int("axis", axis),
         _int("start", start),
         _int("one", 1),
         _int("rows_axes", [-1 if variant == "negative_axis" else 1]),
@@ -99,7 +107,7 @@ def _eye_model(
             )
         ],
         initializer=initializers,
-        value_info=value_info,
+        value_info=value_info if declared else [],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=10)
 
@@ -139,13 +147,14 @@ def _assert_same_outputs(
         )
 
 
-VARIANTS = ["torch", "negative_axis", "swapped", "columns_unsqueezed", "two_ranges"]
+VARIANTS = ["torch", "negative_axis", "swapped", "columns_unsqueezed", "two_ranges", "gather"]
 
 
+@pytest.mark.parametrize("declared", [True, False], ids=["declared", "undeclared"])
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("left", [False, True], ids=["x_at_eye", "eye_at_x"])
-def test_integer_product_by_the_identity_is_x_by_default(tmp_path, variant, left):
-    model = _eye_model(TensorProto.INT64, variant=variant, left=left)
+def test_integer_product_by_the_identity_is_x_by_default(tmp_path, variant, left, declared):
+    model = _eye_model(TensorProto.INT64, variant=variant, left=left, declared=declared)
     source, output, report = _optimize(tmp_path, model)
     assert _ops(output) == ["Identity"]  # y is a graph output: it keeps its name
     assert report["identities"] == {"found": 1, "rewritten": 1}

@@ -13,7 +13,10 @@ whenever both Ranges count to the same ``n``. The variants accepted: Unsqueeze's
 an input or an attribute, ``[1]`` or ``[-1]`` (the rows), the columns' Range bare or
 unsqueezed at ``[0]`` or ``[-2]`` (eyefold's own lowered form), Equal's operands in either
 order, and any integer start 0 and delta 1. Both Ranges must be the same value or read the
-same limit: ``torch.eye(n, m)`` with ``m`` not provably ``n`` is no identity.
+same limit: ``torch.eye(n, m)`` with ``m`` not provably ``n`` is no identity. ``n`` itself
+is a constant limit, the matrix's or the Range's declared dim (dynamo declares them), or
+the dim of a tensor the limit reads (``Squeeze(Shape(x, start=i, end=i+1))`` or
+``Gather(Shape(x), i)``), so a MatMul's other operand can be proved to match it.
 
 The rules read such a value as an identity operand (``rules/_common.identity_operand``); the
 report counts them apart from the EyeLike census.
@@ -136,8 +139,46 @@ def _size(value: ir.Value, rows: ir.Node) -> int | ir.SymbolicDim | None:
             return found
     counted = rows.outputs[0].shape
     if counted is not None and len(counted) == 1:
-        return _named_dim(counted[0])
-    return None
+        found = _named_dim(counted[0])
+        if found is not None:
+            return found
+    return _dim_read(rows.inputs[1])
+
+
+def _dim_read(limit: ir.Value | None) -> int | ir.SymbolicDim | None:
+    """The dim ``x.shape[i]`` a Range limit reads, as exporters write it; else None.
+
+    ``Squeeze(Shape(x, start=i, end=i+1))`` (dynamo) or ``Gather(Shape(x), i)`` (a scalar
+    index), on an ``x`` whose declared dim ``i`` is static or named.
+    """
+    squeeze = _producer(limit, "Squeeze")
+    if squeeze is not None:
+        shape = _producer(squeeze.inputs[0], "Shape")
+        index = None
+    else:
+        gather = _producer(limit, "Gather")
+        if gather is None or len(gather.inputs) != 2 or "axis" in gather.attributes:
+            return None
+        shape = _producer(gather.inputs[0], "Shape")
+        index = _scalar(gather.inputs[1])
+        if shape is not None and (shape.attributes or index is None):
+            return None
+    source = shape.inputs[0] if shape is not None else None
+    dims = source.shape if source is not None else None
+    if shape is None or dims is None:
+        return None
+    rank = len(dims)
+    if index is None:  # the one dim Shape's start:end slice keeps
+        start, end = shape.attributes.get("start"), shape.attributes.get("end")
+        first = start.as_int() if start is not None else 0
+        last = end.as_int() if end is not None else rank
+        first, last = (min(max(v + rank if v < 0 else v, 0), rank) for v in (first, last))
+        if last - first != 1:
+            return None
+        index = first
+    if not -rank <= index < rank:
+        return None
+    return _named_dim(dims[index])
 
 
 def range_identity(value: ir.Value | None) -> RangeIdentity | None:
