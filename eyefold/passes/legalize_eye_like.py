@@ -294,15 +294,13 @@ class LegalizeEyeLikePass(ir.passes.InPlacePass):
             if fill is not None:
                 form += f", with {_FILL}"
             return LegalizeOutcome(node, scope, runs, False, f"{verdict}; would become {form}")
+        note = f"{verdict}; legalized as {form}" + (f", with {_FILL}" if fill else "")
         if isinstance(choice.form, Lowered):
-            lower_node(scope, node, names)
-            note = f"{verdict}; legalized as {form}"
+            lower_node(scope, node, names)  # spells the fill out itself, for every target
             return LegalizeOutcome(node, scope, runs, True, note, lowered=True)
         _rewrite(scope, node, choice.form, names, judges.target.runtime)
-        note = f"{verdict}; legalized as {form}"
         if fill is not None:
             spell_out_fill(fill)
-            note += f", with {_FILL}"
         return LegalizeOutcome(node, scope, runs, True, note)
 
 
