@@ -178,3 +178,11 @@ def test_inspect_runs_column_matches_what_tract_does(tmp_path, capsys):
     assert main(["inspect", str(source), "--target-runtime", "tract"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert "  yes  " in next(line for line in lines if line.startswith("eye "))
+
+
+def test_check_on_tract_passes_where_tract_ran_the_original(tmp_path, capsys):
+    # The check runs the result on tract: it used to refuse it at the ConstantOfShape.
+    source, output = SAMPLES / "dynamo_diagonal.onnx", tmp_path / "out.onnx"
+    options = ["--target-runtime", "tract", "--check"]
+    assert main(["optimize", str(source), str(output), *options]) == 0
+    assert "the result on tract" in capsys.readouterr().out
