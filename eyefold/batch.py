@@ -34,7 +34,14 @@ from eyefold.options import PipelineOptions
 if TYPE_CHECKING:
     from eyefold.report import Report
 
-__all__ = ["FileResult", "PlannedFile", "optimize_files", "plan_files", "refuse_path_clashes"]
+__all__ = [
+    "FileResult",
+    "PlannedFile",
+    "make_folder_for",
+    "optimize_files",
+    "plan_files",
+    "refuse_path_clashes",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -220,8 +227,9 @@ class _Task:
     verbose: bool
 
 
-def _make_folder(output: str) -> None:
-    folder = os.path.dirname(output)
+def make_folder_for(output: str) -> None:
+    """Creates the folder ``output`` (a model or a report of the batch) is written in."""
+    folder = os.path.dirname(os.path.abspath(output))
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError as error:
@@ -248,7 +256,7 @@ def _run_task(task: _Task) -> FileResult:
         return FileResult(planned.input, planned.output, "failed", planned.error)
     claimed = False
     try:
-        _make_folder(planned.output)
+        make_folder_for(planned.output)
         check_output_path(planned.output)
         claim_output(planned.output, planned.input)
         claimed = True

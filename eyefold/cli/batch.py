@@ -8,9 +8,9 @@ import os
 import sys
 import time
 
-from eyefold.batch import optimize_files, plan_files, refuse_path_clashes
+from eyefold.batch import make_folder_for, optimize_files, plan_files, refuse_path_clashes
 from eyefold.cli.batch_summary import BatchProgress, batch_report, render_batch
-from eyefold.errors import ModelIOError, PathClashError
+from eyefold.errors import PathClashError
 from eyefold.file_run import error_line
 from eyefold.model_files import check_output_path, write_text
 from eyefold.options import PipelineOptions
@@ -78,11 +78,5 @@ def _make_report_folder(report: str, output_dir: str) -> None:
     """
     folder = os.path.dirname(os.path.abspath(report))
     output_root = os.path.abspath(output_dir)
-    if os.path.commonpath([folder, output_root]) != output_root:
-        return
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError as error:
-        raise ModelIOError(
-            f"cannot write {report}: cannot create folder {folder}: {error.strerror}"
-        ) from None
+    if os.path.commonpath([folder, output_root]) == output_root:
+        make_folder_for(report)
