@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +19,7 @@ from onnx import TensorProto, helper
 from eyefold.check.equivalence import check_equivalence
 from eyefold.check.settings import CheckSettings
 from eyefold.errors import CheckFailedError, EyefoldError
+from tests.helpers.cli import run_eyefold as run
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_models"
 DYNAMIC = SAMPLES / "dynamic_batch.onnx"  # x: FLOAT[batch, 6]
@@ -29,15 +27,6 @@ DYNAMIC = SAMPLES / "dynamic_batch.onnx"  # x: FLOAT[batch, 6]
 onnxruntime = pytest.importorskip("onnxruntime")
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "eyefold", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "NO_COLOR": ""},
-        check=False,
-    )
 
 
 def _check(tmp_path: Path, source: Path, *args: str) -> tuple[str, dict]:

@@ -6,9 +6,6 @@ Each runtime is the real one; a test for a runtime not installed skips and says 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,19 +17,11 @@ from eyefold.check.equivalence import check_equivalence
 from eyefold.check.settings import CheckSettings
 from eyefold.errors import CheckFailedError
 from eyefold.runtime.runners import missing_reason
+from tests.helpers.cli import run_eyefold as run
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_models"
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "eyefold", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "NO_COLOR": ""},
-        check=False,
-    )
 
 
 def _check_run(tmp_path: Path, source: Path, *args: str) -> tuple[str, dict]:

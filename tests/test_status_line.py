@@ -7,26 +7,16 @@ checked against that runtime itself, by loading the output in it.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers.cli import run_eyefold as run
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_models"
 MOSSFORMER = SAMPLES / "real" / "mossformer_op13.onnx"
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "eyefold", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "NO_COLOR": ""},
-        check=False,
-    )
 
 
 def _optimize(tmp_path: Path, source: Path, *args: str) -> tuple[str, dict]:
