@@ -89,11 +89,15 @@ class WholeModelNeeded(Exception):  # noqa: N818  (a signal, not an error)
 
     Attributes:
         reason: why, in words (the report's ``whole_model`` key and step name say it).
+        after_steps: raised once the neighbourhood's steps ran, so its tensors exist and
+            are worth collecting before the whole model is read; most reasons are found
+            before anything is extracted.
     """
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, *, after_steps: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.after_steps = after_steps
 
 
 class WriteBackError(Exception):

@@ -244,13 +244,17 @@ def _neighbourhood(
     run_steps(hood.model, pipeline_steps(options), steps)  # kept only once spliced
     added = hood.new_tensor_bytes()
     if added > SPLICED_TENSOR_LIMIT_BYTES:
-        raise WholeModelNeeded(f"{added} bytes of new tensors are written from their arrays")
+        raise WholeModelNeeded(
+            f"{added} bytes of new tensors are written from their arrays", after_steps=True
+        )
     start = time.perf_counter()
     initializers = len(model.graph.initializer)
     try:
         deferred = splice(model, index, hood)
     except SpliceError as error:
-        raise WholeModelNeeded(f"the result cannot be spliced back ({error})") from None
+        raise WholeModelNeeded(
+            f"the result cannot be spliced back ({error})", after_steps=True
+        ) from None
     after = None
     if before is not None:
         replaced = [op_label(index.domains[p], index.op_types[p]) for p in chosen]
@@ -335,7 +339,6 @@ def optimize_proto(
         record.warnings.append(f"{invalid}; kept at that opset (--no-upgrade)")
     upgrading = _upgrades(options, record.opset_before) and not options.input_shapes
     given = None
-    extracted = False
     try:
         if options.input_shapes:
             raise WholeModelNeeded("input shapes are pinned on the whole model")
@@ -353,13 +356,13 @@ def optimize_proto(
                 # Done on the proto: the pipeline's own upgrade step has nothing to do.
                 options = dataclasses.replace(options, upgrade=False)
             full_path = None if source_path is None else os.path.abspath(source_path)
-            extracted = True
             run = _neighbourhood(model, options, record, full_path, with_stats, converted)
     except WholeModelNeeded as needed:
         reason = needed.reason  # the traceback, which holds the neighbourhood, ends here
+        collect = needed.after_steps
     else:
         return _with_given_stats(run, given)
-    if extracted:
+    if collect:
         gc.collect()  # the neighbourhood's tensors go before the whole model is read
     run = _whole_model(model, options, record, source_path, reason, with_stats)
     return _with_given_stats(run, given)

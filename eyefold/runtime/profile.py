@@ -13,6 +13,7 @@ each of its ops does: the measurements of whole forms on every runtime
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable
 
 import onnx_ir as ir
@@ -60,11 +61,12 @@ class RuntimeProfile:
         """The runtime, its version and where the table came from, in words."""
         return self.support.describe()
 
-    @property
+    @functools.cached_property
     def lacks(self) -> frozenset[ir.DataType]:
         """Element types the runtime cannot hold at all: no Cast from or to them runs.
 
         tract has no bfloat16: a model with a bfloat16 tensor anywhere does not load.
+        Read for every form tried, so computed once per profile.
         """
         held = {t for pair in self.casts for t in pair}
         return frozenset(t for t in allowed_types(None) if t not in held)
