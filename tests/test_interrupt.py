@@ -117,3 +117,42 @@ def test_a_temporary_file_an_interrupt_caught_before_its_try_is_removed(
     assert temporaries(tmp_path) == [Path(temp_path).name]
     discard_unfinished()  # what the command does on its way out
     assert temporaries(tmp_path) == []
+
+
+def test_an_interrupt_as_output_is_renamed_keeps_the_data_it_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C raised just as the rename that switches OUTPUT returns: the new OUTPUT
+    reads the new data file, which must not be removed as an unused claimed name."""
+    import onnx_ir as ir
+
+    from eyefold.model_files import load_model, save_model
+
+    weight = helper.make_tensor(
+        "w", TensorProto.FLOAT, [1024], np.arange(1024, dtype=np.float32).tobytes(), raw=True
+    )
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["w"], ["z"])],
+        "g",
+        [],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1024])],
+        [weight],
+    )
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
+    output = tmp_path / "o.onnx"
+    save_model(ir.serde.deserialize_model(proto), str(output), external_data=True)
+
+    real_replace = os.replace
+
+    def interrupted_replace(source, target):
+        real_replace(source, target)
+        if os.fspath(target) == str(output):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", interrupted_replace)
+    with pytest.raises(KeyboardInterrupt):
+        save_model(ir.serde.deserialize_model(proto), str(output), external_data=True)
+    monkeypatch.setattr(os, "replace", real_replace)
+    loaded = load_model(str(output))
+    values = loaded.graph.initializers["w"].const_value.numpy()
+    assert np.array_equal(values, np.arange(1024, dtype=np.float32))

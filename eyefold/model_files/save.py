@@ -309,6 +309,7 @@ def _commit(
     those another model reads (:func:`split_stale`, which skips OUTPUT itself).
     """
     temp_paths: list[str] = []
+    temp_model: str | None = None
     switched = False
     try:
         if plan.path is not None:
@@ -327,9 +328,12 @@ def _commit(
     except (OSError, ValueError) as error:  # ValueError: onnx-ir's data containment checks
         raise ModelIOError(f"cannot write {output}: {error}") from None
     finally:
+        # An interrupt raised as the rename returns skips ``switched = True``: the file
+        # system tells whether OUTPUT now reads the new data file.
+        renamed = temp_model is not None and not os.path.lexists(temp_model)
         for temp_path in temp_paths:
             discard(temp_path)
-        if not switched and plan.path is not None:
+        if not (switched or renamed) and plan.path is not None:
             discard(plan.path)  # the claimed name: no model reads it
     return remove, tuple(kept)
 
