@@ -36,6 +36,9 @@ __all__ = ["undo_point"]
 
 Undo = Callable[[], None]
 
+# Where a large tensor set aside during the snapshot claims to live; never read.
+_SET_ASIDE = "eyefold-set-aside"
+
 # What an onnx_ir.Model holds besides its graph, functions and metadata.
 _MODEL_FIELDS = (
     "ir_version",
@@ -58,15 +61,32 @@ def undo_point(model: ir.Model, options: PipelineOptions) -> Undo:
 
 
 def _snapshot(model: ir.Model) -> Undo:
-    snapshot = ir.serde.serialize_model(model)
+    """A serialized copy of ``model`` without the bytes of its large in-memory tensors.
+
+    Those tensors are immutable and put back as they are, so while the model is
+    serialized each stands aside for a reference that serializes without its data (a
+    copy of every weight would double the run's peak memory).
+    """
     kept: dict[str, ir.TensorProtocol] = {}
-    for tensor in snapshot.graph.initializer:
-        in_memory = tensor.data_location != onnx.TensorProto.EXTERNAL
-        if in_memory and is_large(len(tensor.raw_data)):
-            value = model.graph.initializers[tensor.name]
-            assert value.const_value is not None
-            kept[tensor.name] = value.const_value
-            tensor.ClearField("raw_data")
+    for name, value in model.graph.initializers.items():
+        tensor = value.const_value
+        if tensor is None or isinstance(tensor, ir.ExternalTensor):
+            continue
+        if is_large(tensor.nbytes):
+            kept[name] = tensor
+            value.const_value = ir.ExternalTensor(
+                _SET_ASIDE,
+                offset=None,
+                length=tensor.nbytes,
+                dtype=tensor.dtype,
+                shape=tensor.shape,
+                name=tensor.name or name,
+            )
+    try:
+        snapshot = ir.serde.serialize_model(model)
+    finally:
+        for name, tensor in kept.items():
+            model.graph.initializers[name].const_value = tensor
     base_dir = next((t.base_dir for t in iter_external_tensors(model)), None)
 
     def undo() -> None:
