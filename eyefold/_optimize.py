@@ -75,7 +75,11 @@ def optimize_with_report(
 
 
 def _all_or_nothing(model: ir.Model, options: PipelineOptions) -> Report:
-    """Runs the pipeline on ``model`` in place; if it fails, ``model`` is as it was given."""
+    """Runs the pipeline on ``model`` in place; on EyefoldError, ``model`` is as it was given.
+
+    What is saved covers every step that can raise EyefoldError (:mod:`eyefold.undo`);
+    other exceptions (an interrupt, a bug) restore what was saved, which may be less.
+    """
     undo = undo_point(model, options)
     try:
         return run_pipeline(model, options)
@@ -102,7 +106,7 @@ def optimize(
     Args:
         model: an ``onnx.ModelProto`` (never mutated; a new one is returned) or an
             ``onnx_ir.Model`` (changed in place and returned; left as it was if an
-            error is raised).
+            ``EyefoldError`` is raised).
         target_opset: default-domain opset to upgrade to (raised, never lowered).
         upgrade: whether to upgrade the opset.
         fold: whether to fold static EyeLike nodes into constants.

@@ -107,15 +107,19 @@ def optimize_file(
         _check(input_path, result, output_path, record, check_inputs, settings)
     with record.step("save", f"saving {output_path}"):
         staged = _StagedReport(report_path, record, run.after)
-        record.output = _save(
-            result,
-            input_path,
-            output_path,
-            record,
-            asked=external_data,
-            with_data=with_data,
-            before_switch=staged.stage if report_path is not None else None,
-        )
+        try:
+            record.output = _save(
+                result,
+                input_path,
+                output_path,
+                record,
+                asked=external_data,
+                with_data=with_data,
+                before_switch=staged.stage if report_path is not None else None,
+            )
+        except BaseException:
+            staged.discard()  # staged, then OUTPUT's switch failed: the report stays too
+            raise
     record.after = dataclasses.replace(run.after, bytes=record.output.bytes)
     from eyefold.report import build_report
 
@@ -184,6 +188,13 @@ class _StagedReport:
             record.steps.pop()
         self.temp_path = stage_text(self.path, json.dumps(report.to_dict(), indent=2) + "\n")
         self.report = report
+
+    def discard(self) -> None:
+        """Removes the staged report, if one was written."""
+        from eyefold.model_files.atomic_write import discard
+
+        if self.temp_path is not None:
+            discard(self.temp_path)
 
     def put_in_place(self) -> None:
         from eyefold.model_files import put_in_place

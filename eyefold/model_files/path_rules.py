@@ -1,7 +1,9 @@
 """Which files a run may write: never the input, a file it reads, nor another file it writes.
 
 One rule for ``eyefold optimize INPUT OUTPUT``, for every model of a batch and for the
-batch's report, checked before any work so a slip of the keyboard costs nothing:
+batch's report, checked before anything is written (for one model, once its run has
+found the data files it reads; a batch checks before any model runs), so a slip of the
+keyboard destroys nothing:
 
 * OUTPUT may not be a data file an input reads, nor another input (it may be its own
   input: an in-place run);

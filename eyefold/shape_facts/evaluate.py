@@ -176,7 +176,7 @@ def evaluate(
     if bound is not None and bound > max_elements:
         return None
     key = tuple(
-        (name, value.dtype.str, value.shape, tuple(value.reshape(-1).tolist()))
+        (name, value.dtype.str, value.shape, _elements(value))
         for name, value in zip(node.input, inputs, strict=True)
         if value is not None
     )
@@ -188,10 +188,17 @@ def evaluate(
     return found
 
 
+def _elements(value: np.ndarray) -> bytes | tuple[object, ...]:
+    """The array's elements as a cache key: its bytes for numbers (so -0.0 is not 0.0)."""
+    if value.dtype.kind in "biufc":
+        return value.tobytes()
+    return tuple(value.reshape(-1).tolist())
+
+
 @functools.lru_cache(maxsize=4096)
 def _run(
     node_bytes: bytes,
-    inputs: tuple[tuple[str, str, tuple[int, ...], tuple[object, ...]], ...],
+    inputs: tuple[tuple[str, str, tuple[int, ...], bytes | tuple[object, ...]], ...],
     opset: int,
 ) -> list[np.ndarray | None] | None:
     """One node run by onnx's reference evaluator (cached: exporters repeat their chains).
@@ -204,7 +211,10 @@ def _run(
     feeds: dict[str, np.ndarray] = {}
     declared = []
     for name, dtype, shape, items in inputs:
-        array = np.array(items, dtype=np.dtype(dtype)).reshape(shape)
+        if isinstance(items, bytes):
+            array = np.frombuffer(items, dtype=np.dtype(dtype)).reshape(shape).copy()
+        else:
+            array = np.array(items, dtype=np.dtype(dtype)).reshape(shape)
         feeds[name] = array
         element_type = onnx.helper.np_dtype_to_tensor_dtype(array.dtype)
         declared.append(onnx.helper.make_tensor_value_info(name, element_type, None))
