@@ -251,3 +251,34 @@ def test_a_model_that_runs_at_one_size_only_is_checked_there_and_says_so() -> No
     # A size the user chose is not left out: it fails.
     with pytest.raises(EyefoldError, match="cannot run the original"):
         check_equivalence(model, model, settings=CheckSettings(shapes={"x": [[2], [5]]}))
+
+
+def test_inputs_named_like_numpys_own_parameters_are_checked_and_saved(tmp_path: Path):
+    """A graph input named ``file`` (np.savez's own parameter) runs on OpenVINO in the
+    check's child process and is saved under its name."""
+    pytest.importorskip("openvino")
+    nodes = [
+        helper.make_node("EyeLike", ["file"], ["e"], name="eye"),
+        helper.make_node("Add", ["file", "e"], ["allow_pickle"], name="add"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("file", TensorProto.FLOAT, ["n", "n"])],
+        [helper.make_tensor_value_info("allow_pickle", TensorProto.FLOAT, ["n", "n"])],
+    )
+    source = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)]), source)
+    saved = tmp_path / "saved"
+    done = run(
+        "optimize", str(source), str(tmp_path / "o.onnx"), "--check",
+        "--target-runtime", "openvino", "--check-save", str(saved),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    with np.load(saved / "inputs_1.npz") as inputs, np.load(
+        saved / "output_outputs_1.npz"
+    ) as outputs:
+        assert inputs.files == ["file"] and outputs.files == ["allow_pickle"]
+        feed = inputs["file"]
+        expected = feed + np.eye(len(feed), dtype=feed.dtype)
+        assert np.array_equal(outputs["allow_pickle"], expected)

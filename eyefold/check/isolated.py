@@ -20,6 +20,7 @@ from collections.abc import Mapping
 import ml_dtypes
 import numpy as np
 
+from eyefold.check.saved import write_npz
 from eyefold.runtime.runners import RunError, runner_for
 
 __all__ = ["run_isolated"]
@@ -40,7 +41,7 @@ class RelayedRunError(RunError):
 def _save(path: str, arrays: Mapping[str, np.ndarray]) -> None:
     bfloat16 = [name for name, array in arrays.items() if array.dtype == ml_dtypes.bfloat16]
     plain = {n: a.view(np.uint16) if n in bfloat16 else a for n, a in arrays.items()}
-    np.savez(path, **plain, **{_BFLOAT16_KEY: np.array(json.dumps(bfloat16))})
+    write_npz(path, {**plain, _BFLOAT16_KEY: np.array(json.dumps(bfloat16))})
 
 
 def _load(path: str) -> dict[str, np.ndarray]:

@@ -10,6 +10,7 @@ failed check can be replayed too.
 from __future__ import annotations
 
 import os
+import zipfile
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,7 +18,19 @@ import numpy as np
 
 from eyefold.errors import EyefoldError
 
-__all__ = ["save_runs"]
+__all__ = ["save_runs", "write_npz"]
+
+
+def write_npz(path: str, arrays: Mapping[str, np.ndarray]) -> None:
+    """Writes ``arrays`` as an ``.npz`` that ``np.load`` reads, under any names.
+
+    ``np.savez(path, **arrays)`` cannot take a value named ``file`` or ``allow_pickle``
+    (its own parameters), and graph inputs and outputs may be named so.
+    """
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for name, array in arrays.items():
+            with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
 
 
 def _arrays(outputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -54,7 +67,7 @@ def save_runs(
                 ("output_outputs", _arrays(got)),
             ):
                 path = os.path.join(folder, f"{stem}_{number}.npz")
-                np.savez(path, **arrays)
+                write_npz(path, arrays)
                 paths.append(path)
     except OSError as error:
         raise EyefoldError(f"--check-save cannot write {folder}: {error}") from None
