@@ -216,52 +216,19 @@ def test_a_batch_model_whose_output_is_another_input_data_fails_alone(
 # --- 3. writers never mix -------------------------------------------------------------
 
 
-def test_two_racing_saves_never_mix_model_and_data(tmp_path: pathlib.Path):
-    """Two real processes save different models to one OUTPUT (which already reads
-    o.onnx.data), their renames forced into the order that mixed them: A's data, B's
-    data, B's model, A's model. OUTPUT must be one writer's model with its own data."""
+def _two_inputs(tmp_path: pathlib.Path) -> pathlib.Path:
+    """Folders A and B, each with m.onnx reading m.onnx.data (weights 1.0 and 2.0)."""
     for role, fill in (("A", 1.0), ("B", 2.0)):
         (tmp_path / role).mkdir()
         _save_with_data(_model(fill, name=role), tmp_path / role / "m.onnx", "m.onnx.data")
     out = tmp_path / "out"
     out.mkdir()
-    # Each input is named from its own folder.
-    first = _eyefold("optimize", "m.onnx", "../out/o.onnx", cwd=tmp_path / "A")
-    assert first.returncode == 0, first.stderr
-    assert (out / "o.onnx.data").exists()
-    barrier = tmp_path / "barrier"
-    barrier.mkdir()
-    schedule = {"PATCHED_SCHEDULE": "A1 B1 B2 A2", "PATCHED_BARRIER": str(barrier)}
-    runs = {
-        role: _patched(
-            "optimize",
-            "m.onnx",
-            "../out/o.onnx",
-            "-q",
-            cwd=tmp_path / role,
-            PATCHED_ROLE=role,
-            **schedule,
-        )
-        for role in ("A", "B")
-    }
-    for process in runs.values():
-        process.wait(timeout=300)
-    assert all(p.returncode == 0 for p in runs.values()), [
-        p.stderr.read() for p in runs.values()
-    ]
-    assert (barrier / "A2").exists() and (barrier / "B2").exists()  # the order was forced
-    model = load_model(out / "o.onnx")
-    fill = {"A": 1.0, "B": 2.0}[model.graph.name]
-    assert np.array_equal(_weights(out / "o.onnx"), np.full(512, fill, np.float32))
+    return out
 
 
-def test_two_racing_saves_to_a_new_output_never_mix(tmp_path: pathlib.Path):
-    """No OUTPUT yet: the first claims o.onnx.data, the other sees it claimed (empty, read
-    by nobody) and takes o.onnx.data.1. Both finish; OUTPUT is one of them, whole."""
-    for role, fill in (("A", 1.0), ("B", 2.0)):
-        (tmp_path / role).mkdir()
-        _save_with_data(_model(fill, name=role), tmp_path / role / "m.onnx", "m.onnx.data")
-    (tmp_path / "out").mkdir()
+def _race(tmp_path: pathlib.Path) -> pathlib.Path:
+    """A and B save to out/o.onnx at once, their renames forced into the order that
+    mixed them: A's data, B's data, B's model, A's model. Returns the barrier folder."""
     barrier = tmp_path / "barrier"
     barrier.mkdir()
     schedule = {"PATCHED_SCHEDULE": "A1 B1 B2 A2", "PATCHED_BARRIER": str(barrier)}
@@ -280,11 +247,36 @@ def test_two_racing_saves_to_a_new_output_never_mix(tmp_path: pathlib.Path):
     for process in runs:
         process.wait(timeout=300)
     assert [p.returncode for p in runs] == [0, 0], [p.stderr.read() for p in runs]
-    model = load_model(tmp_path / "out" / "o.onnx")
+    return barrier
+
+
+def _assert_one_writer_whole(output: pathlib.Path) -> None:
+    """OUTPUT is one writer's model reading that writer's own data."""
+    model = load_model(output)
     fill = {"A": 1.0, "B": 2.0}[model.graph.name]
-    assert np.array_equal(
-        _weights(tmp_path / "out" / "o.onnx"), np.full(512, fill, np.float32)
-    )
+    assert np.array_equal(_weights(output), np.full(512, fill, np.float32))
+
+
+def test_two_racing_saves_never_mix_model_and_data(tmp_path: pathlib.Path):
+    """Two real processes save different models to one OUTPUT (which already reads
+    o.onnx.data), their renames forced into the order that mixed them. OUTPUT must be
+    one writer's model with its own data."""
+    out = _two_inputs(tmp_path)
+    # Each input is named from its own folder.
+    first = _eyefold("optimize", "m.onnx", "../out/o.onnx", cwd=tmp_path / "A")
+    assert first.returncode == 0, first.stderr
+    assert (out / "o.onnx.data").exists()
+    barrier = _race(tmp_path)
+    assert (barrier / "A2").exists() and (barrier / "B2").exists()  # the order was forced
+    _assert_one_writer_whole(out / "o.onnx")
+
+
+def test_two_racing_saves_to_a_new_output_never_mix(tmp_path: pathlib.Path):
+    """No OUTPUT yet: the first claims o.onnx.data, the other sees it claimed (empty, read
+    by nobody) and takes o.onnx.data.1. Both finish; OUTPUT is one of them, whole."""
+    out = _two_inputs(tmp_path)
+    _race(tmp_path)
+    _assert_one_writer_whole(out / "o.onnx")
 
 
 def test_a_name_left_claimed_by_a_killed_save_does_not_block_the_next(with_data):
