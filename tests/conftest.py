@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-import sys
+import importlib
 from collections.abc import Callable
 from types import ModuleType
 
@@ -114,37 +112,22 @@ def optimize_onnx_text() -> Callable[..., tuple[object, object, object]]:
     return _optimize_onnx_text
 
 
-def _sibling_test_module(name: str) -> ModuleType:
-    """The module ``name`` of this folder, as pytest imports it (``tests.<name>``).
-
-    Lets one test reuse another's (or a shared helper module's) model builders and cases
-    without copying them.
-    """
-    qualified = f"tests.{name}"
-    if qualified not in sys.modules:
-        path = pathlib.Path(__file__).with_name(f"{name}.py")
-        spec = importlib.util.spec_from_file_location(qualified, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[qualified] = module
-        spec.loader.exec_module(module)
-    return sys.modules[qualified]
-
-
 @pytest.fixture(scope="session")
 def hostile_files() -> ModuleType:
-    """``tests/test_hostile_files.py``: its ``CASES`` and the helpers that lay them out."""
-    return _sibling_test_module("test_hostile_files")
+    """``tests/model_files/test_hostile_files.py``: its ``CASES`` and the helpers that lay
+    them out."""
+    return importlib.import_module("tests.model_files.test_hostile_files")
 
 
 @pytest.fixture(scope="session")
 def fuzz_graphs() -> ModuleType:
-    """``tests/test_fuzz_graphs.py``: its ``models()`` strategy and targeted models."""
-    return _sibling_test_module("test_fuzz_graphs")
+    """``tests/corpus/test_fuzz_graphs.py``: its ``models()`` strategy and targeted
+    models."""
+    return importlib.import_module("tests.corpus.test_fuzz_graphs")
 
 
 @pytest.fixture(scope="session")
 def upgrade_models() -> ModuleType:
-    """``tests/upgrade_models.py``: ``corpus_model()`` and the other models of the opset
-    upgrade tests, written in each source opset's own form."""
-    return _sibling_test_module("upgrade_models")
+    """``tests/helpers/upgrade_models.py``: ``corpus_model()`` and the other models of the
+    opset upgrade tests, written in each source opset's own form."""
+    return importlib.import_module("tests.helpers.upgrade_models")
