@@ -7,8 +7,8 @@ either (MossFormer's negative Pad). ``--check`` then runs the model on onnxrunti
 each EyeLike onnxruntime cannot run replaced by its lowering
 (:class:`~eyefold.passes.lower_eye_like.LowerEyeLikePass`: Shape, Range, Equal and Cast),
 which gives EyeLike's exact bits in all 182 type combinations
-(``tests/test_lower_eye_like.py``). Every other node runs as it is, so the check compares
-what the model computes, EyeLike included.
+(``tests/passes/test_lower_eye_like.py``). Every other node runs as it is, so the check
+compares what the model computes, EyeLike included.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ with data propagation. An input that comes out with an
 element type and a fully static shape is then declared in the neighbourhood as a typed
 stand-in, so the neighbourhood needs only the EyeLike's direct producer, and the step
 finds nothing left to infer: the fold, the report and the value_info written back are
-those of the whole-model path (``tests/test_proto_path.py`` compares them).
+those of the whole-model path (``tests/file_path/test_proto_path.py`` compares them).
 
 Inputs it cannot make static, or an inference that fails, change nothing: their
 neighbourhood takes the whole slice as before, and the step reports the failure.

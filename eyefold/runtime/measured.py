@@ -13,7 +13,7 @@ the expected matrix bit for bit in the expected type. Three grids per runtime:
 - ``implicit_fill``: ``EyeLike(ConstantOfShape(Shape(x)))`` at opset 20, the
   ConstantOfShape without ``value`` and its output declared FLOAT, as torch.onnx's dynamo
   exporter writes a diagonal mask (measured on 2026-12-03 on onnxruntime, OpenVINO and
-  tract by ``tests/test_explicit_fill.py``; TVM, not installed there, is taken to follow
+  tract by ``tests/core/test_explicit_fill.py``; TVM, not installed there, is taken to follow
   the spec).
 
 ``#`` runs, ``.`` does not. What the grids record, in words:

@@ -1,9 +1,9 @@
 """Fixes around onnx's version converter where its adapters would change a model's results.
 
-Each step was found by running onnx's backend test models (``tests/test_backend_corpus.py``)
-and small models built in ``tests/test_upgrade_opset.py`` against onnxruntime and onnx's
-reference evaluator, and by reading the adapters registered in onnx's
-``onnx/version_converter/convert.h``:
+Each step was found by running onnx's backend test models
+(``tests/corpus/test_backend_corpus.py``) and small models built in
+``tests/upgrade/test_upgrade_opset.py`` against onnxruntime and onnx's reference evaluator,
+and by reading the adapters registered in onnx's ``onnx/version_converter/convert.h``:
 
 * opset 6 -> 7 is done here, not by onnx: its adapters for Add/Sub/Mul/Div/Pow
   (``BroadcastForwardCompatibility``) and Gemm (``Gemm_6_7``) need every input shape to be

@@ -195,7 +195,7 @@ def worker() -> Iterator[concurrent.futures.ProcessPoolExecutor]:
 
     The light zoo models materialize up to 0.5 GB of weights at run time, and a process
     keeps its peak RSS across fork and exec: run here, they would inflate the peak every
-    later test measures in a child process (tests/test_model_io.py).
+    later test measures in a child process (tests/model_files/test_model_io.py).
     """
     context = multiprocessing.get_context("spawn")
     # The worker imports this module by the name pytest gave it, from the repository root.

@@ -257,7 +257,7 @@ REAL = sorted((ROOT / "sample_models" / "real").glob("*.onnx"))
 @pytest.mark.parametrize("path", REAL, ids=[p.stem for p in REAL])
 def test_real_exports(path: Path) -> None:
     # Their random inputs do not run everywhere (hippynn's indices, MossFormer's negative
-    # Pad under the reference evaluator): tests/test_real_exports.py runs them for real.
+    # Pad under the reference evaluator): tests/corpus/test_real_exports.py runs them for real.
     compare_paths(onnx.load(str(path)), OPTIONS["default"], run=False)
 
 

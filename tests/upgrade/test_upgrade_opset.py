@@ -4,8 +4,8 @@ The corpus models are written in each source opset's own form (axes as attribute
 13, Clip bounds as attributes before 11, Softmax flattening before 13...), mix them with
 EyeLike, an If subgraph and a model-local function, and are compared with their upgraded
 versions under onnx's reference evaluator and onnxruntime. The models come from
-``tests/upgrade_models.py`` (the ``upgrade_models`` fixture); the command-line runs of the
-upgrade are in ``tests/test_cli.py``.
+``tests/helpers/upgrade_models.py`` (the ``upgrade_models`` fixture); the command-line runs
+of the upgrade are in ``tests/cli/test_cli.py``.
 """
 
 from __future__ import annotations
