@@ -7,8 +7,9 @@ the model declares that output FLOAT (as eyefold's inference writes it) tract re
 model ("Impossible to unify F32 with F64"), and where nothing is declared it computes in
 the wrong type. Spelling the default out, a 1-element FLOAT tensor of 0, changes nothing
 for any runtime that follows the spec and makes tract compute the same. The edit is made
-only for a target that needs it (``RuntimeProfile.implicit_fill``) and for the lowered form,
-which is written to run everywhere.
+where eyefold declares the EyeLike's type (``eyefold/passes/infer_eye_like.py``: tract ran the
+node undeclared), for a target that needs it (``RuntimeProfile.implicit_fill``) and for the
+lowered form, which is written to run everywhere.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from eyefold.core.analysis import EyeLikeFacts, analyze_all
 from eyefold.core.limits import DEFAULT_SIZE_LIMIT_BYTES
 from eyefold.core.run_facts import RunFacts
 from eyefold.core.shapes import merge_shapes
+from eyefold.passes.explicit_fill import implicit_fill_producer, spell_out_fill
 
 __all__ = ["InferEyeLikeOutputsPass", "InferOutputsResult"]
 
@@ -26,7 +27,12 @@ def _learned_output_shape(facts: EyeLikeFacts) -> list[int | ir.SymbolicDim]:
 
 
 def _infer(facts: EyeLikeFacts) -> bool:
-    """Fills in the output's type and shape; the analysis checked their declarations."""
+    """Fills in the output's type and shape; the analysis checked their declarations.
+
+    A declared FLOAT output (or input) of an EyeLike fed by a ConstantOfShape without
+    ``value`` is refused by a runtime that fills it as float64 (tract), which ran the node
+    undeclared: the fill is spelled out too, so the declaration holds on every runtime.
+    """
     output = facts.node.outputs[0]
     changed = False
     if facts.dtype is not None and output.dtype is None:
@@ -34,6 +40,10 @@ def _infer(facts: EyeLikeFacts) -> bool:
         changed = True
     if output.type is None:
         return changed  # a shape without an element type cannot be serialized
+    fill = implicit_fill_producer(facts.node)
+    if fill is not None:
+        spell_out_fill(fill)
+        changed = True
     merged = merge_shapes(output.shape, _learned_output_shape(facts))
     if merged is not None:
         output.shape = merged

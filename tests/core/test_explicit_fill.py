@@ -1,8 +1,9 @@
 """tract and dynamo's diagonal mask: ``EyeLike(ConstantOfShape(shape))`` without ``value``.
 
 tract fills that ConstantOfShape with float64 zeros, so a model that declares its output
-FLOAT (eyefold's inference does) fails there. ``--target-runtime tract`` and
-``--lower-eyelike`` spell out the spec's default; every run here is on tract itself.
+FLOAT (eyefold's inference does) fails there. Wherever eyefold declares such an EyeLike's
+type (its default inference), and under ``--target-runtime tract`` and ``--lower-eyelike``,
+the spec's default is spelled out; every run here is on tract itself.
 """
 
 from __future__ import annotations
@@ -112,7 +113,9 @@ def test_a_bool_mask_gets_both_its_form_and_the_fill_for_tract(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "options", [["--target-runtime", "tract"], ["--lower-eyelike"]], ids=["tract", "lower"]
+    "options",
+    [[], ["--target-runtime", "tract"], ["--lower-eyelike"]],
+    ids=["default", "tract", "lower"],
 )
 @pytest.mark.parametrize(
     "path", [SAMPLES / "dynamo_diagonal.onnx", *DYNAMO_REAL], ids=lambda p: p.stem
@@ -134,18 +137,26 @@ def test_dynamo_exports_run_on_tract_with_the_originals_outputs(tmp_path, option
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 
 
-def test_default_output_keeps_the_constant_of_shape_as_it_was(tmp_path):
-    # No target: nothing asks for the edit, so the model is written as before.
-    output = tmp_path / "out.onnx"
-    assert main(["optimize", str(SAMPLES / "dynamo_diagonal.onnx"), str(output)]) == 0
-    (fill,) = [n for n in onnx.load(output).graph.node if n.op_type == "ConstantOfShape"]
-    assert not fill.attribute
+def test_default_inference_does_not_stop_tract_running_the_original(tmp_path):
+    # tract runs the export as it is; the default output declares the EyeLike FLOAT, which
+    # tract refused while its ConstantOfShape filled float64 ("Impossible to unify").
+    source, output = SAMPLES / "dynamo_diagonal.onnx", tmp_path / "out.onnx"
+    assert main(["optimize", str(source), str(output)]) == 0
+    declared = {
+        v.name: v.type.tensor_type.elem_type for v in onnx.load(output).graph.value_info
+    }
+    assert declared["mask"] == TensorProto.FLOAT
+    feeds = _feeds(source)
+    _assert_same(_run("tract", output, feeds), _run("tract", source, feeds))
 
 
-def test_target_tract_spells_out_only_the_spec_default(tmp_path):
+@pytest.mark.parametrize(
+    "options", [[], ["--target-runtime", "tract"]], ids=["default", "tract"]
+)
+def test_the_fill_spelled_out_is_only_the_spec_default(tmp_path, options):
     output = tmp_path / "out.onnx"
     source = SAMPLES / "dynamo_diagonal.onnx"
-    assert main(["optimize", str(source), str(output), "--target-runtime", "tract"]) == 0
+    assert main(["optimize", str(source), str(output), *options]) == 0
     (fill,) = [n for n in onnx.load(output).graph.node if n.op_type == "ConstantOfShape"]
     (value,) = fill.attribute
     tensor = value.t
@@ -167,17 +178,28 @@ def test_inspect_runs_column_matches_what_tract_does(tmp_path, capsys):
     assert main(["optimize", str(source), str(legalized), "--target-runtime", "tract"]) == 0
     capsys.readouterr()
     feeds = _feeds(source)
-    # As eyefold would write the node without the edit, tract fails at its ConstantOfShape.
-    assert node["runtime_supported"] is False
-    with pytest.raises(RunError, match="ConstantOfShape"):
-        _run("tract", plain, feeds)
-    # The RUNS column's "yes": the written output runs there.
-    assert node["legalized"] is True
-    assert "ConstantOfShape without value" in node["runtime_note"]
-    _run("tract", legalized, feeds)
+    # The inference spells the fill out as it declares the type: the node runs as written,
+    # with or without the target, and the RUNS column says so.
+    assert (node["runtime_supported"], node["legalized"]) == (True, False)
+    want = _run("tract", source, feeds)
+    _assert_same(_run("tract", plain, feeds), want)
+    _assert_same(_run("tract", legalized, feeds), want)
     assert main(["inspect", str(source), "--target-runtime", "tract"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert "  yes  " in next(line for line in lines if line.startswith("eye "))
+
+
+def test_a_legalize_pass_run_alone_still_spells_out_the_fill():
+    # The passes are public: run without the inference before it, the legalizer makes
+    # the fill explicit itself.
+    import onnx_ir as ir
+
+    from eyefold.passes import LegalizeEyeLikePass
+
+    model = ir.from_proto(_reduced(declared=True))
+    result = LegalizeEyeLikePass("tract")(model)
+    (fill,) = [n for n in result.model.graph if n.op_type == "ConstantOfShape"]
+    assert "value" in fill.attributes
 
 
 def test_check_on_tract_passes_where_tract_ran_the_original(tmp_path, capsys):
