@@ -154,8 +154,11 @@ def roma_cases() -> list[Case]:
     torch.manual_seed(SEED)
     rotations = _rotations(4)
     quat_static = {
+        "class": "static",
         "why": "4x4: the literal (4, 4) of unflatten at line 932; the diagonal's mask is "
-        "the size of the last two dims, 4 and 4, whatever the batch",
+        "the size of the last two dims, 4 and 4, whatever R's dims",
+        "from_inputs": [],
+        "known_gap": {"from_inputs": QUAT_BAKES_IN_GAP},
     }
     cases = [
         Case(
@@ -167,7 +170,7 @@ def roma_cases() -> list[Case]:
             {"R": {0: "B"}},
             "torchscript",
             opset,
-            {"/EyeLike": {"class": "static", **quat_static}},
+            {"/EyeLike": quat_static},
             original_fails=TRACT_CUMSUM,
         )
         for opset in (13, 17)
@@ -182,7 +185,7 @@ def roma_cases() -> list[Case]:
             {"R": {0: "B"}},
             "dynamo",
             20,
-            {"node_EyeLike_99": {"class": "static", **quat_static}},
+            {"node_EyeLike_99": quat_static},
             original_fails=TRACT_FILL,
         )
     )
@@ -253,6 +256,21 @@ def _graphs(batch: int, nodes: int, features: int) -> tuple[torch.Tensor, torch.
     return x, (adj + adj.transpose(1, 2)) / 2
 
 
+# Static folds reported as resting on an input's declared shape, which relaxing those dims
+# shows they do not ("bakes in the declared shape of input x"): the size is a literal or a
+# weight's dim.
+QUAT_BAKES_IN_GAP = (
+    "the report says the fold bakes in R's declared shape: the 4x4 is unflatten's literal, "
+    "and R of [B, P, Q] folds too"
+)
+DMON_BAKES_IN_GAP = (
+    "the report says the fold bakes in x's declared shape: C is the Linear weight's 3, "
+    "and x of [B, N, F] folds too"
+)
+TRANSFER_BAKES_IN_GAP = (
+    "the report says the fold bakes in H's declared shape: the 3 is torch.eye(3)'s, "
+    "and H of [B, M, M] folds too"
+)
 # Pinning adj and s (all the EyeLike nodes need) leaves x of [B, N, 5]: the B and N it
 # shares with them stay symbols, and tract cannot unify them with the pinned 2 and 6.
 MINCUT_PIN_GAP = (
@@ -332,7 +350,14 @@ def torch_geometric_cases() -> list[Case]:
             {"x": {0: "B", 1: "N"}, "adj": {0: "B", 1: "N", 2: "N"}},
             "torchscript",
             opset,
-            {"/inner/EyeLike": {"class": "static", "why": dmon_why}},
+            {
+                "/inner/EyeLike": {
+                    "class": "static",
+                    "why": dmon_why,
+                    "from_inputs": [],
+                    "known_gap": {"from_inputs": DMON_BAKES_IN_GAP},
+                }
+            },
         )
         for opset in (13, 17)
     )
@@ -387,7 +412,7 @@ def kornia_cases() -> list[Case]:
             iou_dynamic,
             "torchscript",
             16,
-            {"/EyeLike": {"class": "static", "why": iou_why}},
+            {"/EyeLike": {"class": "static", "why": iou_why, "from_inputs": []}},
             original_fails=TRACT_CUMSUM,
         ),
         Case(
@@ -399,7 +424,7 @@ def kornia_cases() -> list[Case]:
             iou_dynamic,
             "dynamo",
             20,
-            {"node_EyeLike_31": {"class": "static", "why": iou_why}},
+            {"node_EyeLike_31": {"class": "static", "why": iou_why, "from_inputs": []}},
             original_fails=TRACT_FILL,
         ),
     ]
@@ -408,8 +433,16 @@ def kornia_cases() -> list[Case]:
     homographies = torch.eye(3).repeat(2, 1, 1) + 0.1 * torch.randn(2, 3, 3)
     feeds = {"pts1": points1, "pts2": points2, "H": homographies}
     point_dims = {0: "B", 1: "P"}
-    pinned_why = "n = A_cast.shape[-1] (line 660), A = H: H's dim 2 (its M)"
-    static_why = "n = A_cast.shape[-1] (line 660), A = H, declared [B, 3, 3]: 3"
+    # The first call's A is H; the second's is H_safe = torch.where(good_H, H,
+    # torch.eye(3).expand_as(H)) (homography.py lines 174-176), 3x3 whatever H's declared
+    # dims: expand_as keeps the eye's 3 (torch requires H's to be 3; ONNX broadcasts 1).
+    first_why = "n = A_cast.shape[-1] (line 660) of A = H (homography.py line 173): H's dim 2"
+    second = {
+        "class": "static",
+        "why": "n = A_cast.shape[-1] (line 660) of A = H_safe, the where() of H and "
+        "torch.eye(3).expand_as(H) (homography.py lines 174-176): the eye's 3",
+        "from_inputs": [],
+    }
     cases.append(
         Case(
             "kornia_symmetric_transfer_error_ts11",
@@ -421,8 +454,8 @@ def kornia_cases() -> list[Case]:
             "torchscript",
             11,
             {
-                name: {"class": "pinnable", "why": pinned_why, "pins": ["H:2,3,3"]}
-                for name in ("/EyeLike", "/EyeLike_1")
+                "/EyeLike": {"class": "pinnable", "why": first_why, "pins": ["H:2,3,3"]},
+                "/EyeLike_1": second,
             },
             original_fails=TRACT_OR,
         )
@@ -438,8 +471,15 @@ def kornia_cases() -> list[Case]:
             "torchscript",
             17,
             {
-                name: {"class": "static", "why": static_why}
-                for name in ("/EyeLike", "/EyeLike_1")
+                "/EyeLike": {
+                    "class": "static",
+                    "why": f"{first_why}, declared 3",
+                    "from_inputs": ["H"],
+                },
+                "/EyeLike_1": {
+                    **second,
+                    "known_gap": {"from_inputs": TRANSFER_BAKES_IN_GAP},
+                },
             },
             original_fails=TRACT_OR,
         )

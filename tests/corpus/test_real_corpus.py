@@ -9,14 +9,20 @@ output, the pinned one and the ``--target-runtime tract`` one each run, on onnxr
 OpenVINO and tract, wherever the original runs, and match the framework's outputs
 (``reference``) within the entry's ``tolerance``.
 
+The advice is held to the source too: a pinnable node left by default says it was lost at
+an input its pins name, and a static node's report names, as the inputs whose declared
+shape it bakes in, exactly its ``from_inputs``.
+
 Manifest keys read here, besides the citation:
-- ``eyelike``: ``{node name: {"class", "why", "pins" (pinnable only), "known_gap"?}}``;
+- ``eyelike``: ``{node name: {"class", "why", "pins" (pinnable), "from_inputs" (static,
+  optional: the inputs whose declared static dims its shape reads), "known_gap"?}}``;
 - ``original_fails``: ``{runtime: one line}``, where the original itself does not run (then
   nothing is asserted of the outputs there; that it fails is);
 - ``identities``: how many dynamo ``Range/Equal`` identities the source makes;
-- ``known_gap``: where eyefold falls short. On a node: its fold is expected to fail. On the
-  entry: ``{"<variant>/<runtime>": one line}``, e.g. ``{"pinned/tract": "..."}``, for a run
-  expected to fail. Both are strict expected failures, so a fix is noticed.
+- ``known_gap``: where eyefold falls short, one line per check expected to fail. On a node:
+  ``{"fold" | "advice" | "from_inputs": line}`` (a plain string is the fold's). On the entry:
+  ``{"<variant>/<runtime>": line}``, e.g. ``{"pinned/tract": "..."}``. All are strict
+  expected failures, so a fix is noticed.
 """
 
 from __future__ import annotations
@@ -143,29 +149,62 @@ def _need(runtime: str) -> None:
         pytest.skip(reason)
 
 
-def _fold_cases() -> list:
+def _node_gaps(facts: dict) -> dict[str, str]:
+    gaps = facts.get("known_gap", {})
+    return {"fold": gaps} if isinstance(gaps, str) else gaps
+
+
+def _node_cases(check: str, classes: tuple[str, ...], key: str | None = None) -> list:
+    """One case per node of ``classes`` (having ``key``, if given), xfailed on its gap."""
     cases = []
     for name, entry in CORPUS.items():
         for node, facts in sorted(entry["eyelike"].items()):
-            if facts["class"] == "dynamic":
+            if facts["class"] not in classes or (key is not None and key not in facts):
                 continue
-            marks = []
-            if "known_gap" in facts:
-                marks = [pytest.mark.xfail(strict=True, reason=facts["known_gap"])]
-            cases.append(
-                pytest.param(name, node, facts["class"], id=f"{name}:{node}", marks=marks)
-            )
+            gap = _node_gaps(facts).get(check)
+            marks = [pytest.mark.xfail(strict=True, reason=gap)] if gap else []
+            cases.append(pytest.param(name, node, id=f"{name}:{node}", marks=marks))
     return cases
 
 
-@pytest.mark.parametrize(("name", "node", "cls"), _fold_cases())
-def test_known_eyelike_folds(optimized, name: str, node: str, cls: str) -> None:
+def _outcome(optimized, name: str, variant: str, node: str):
+    return next(n for n in optimized(name, variant).report.nodes if n.name == node)
+
+
+@pytest.mark.parametrize(("name", "node"), _node_cases("fold", ("static", "pinnable")))
+def test_known_eyelike_folds(optimized, name: str, node: str) -> None:
     """A static node folds by default; a pinnable one folds with exactly its pins."""
-    variant = "default" if cls == "static" else "pinned"
-    if cls == "pinnable":
-        assert CORPUS[name]["eyelike"][node]["pins"], "a pinnable node names its pins"
-    outcomes = {n.name: n for n in optimized(name, variant).report.nodes}
-    assert outcomes[node].action == "folded", outcomes[node].reason
+    facts = CORPUS[name]["eyelike"][node]
+    variant = "default" if facts["class"] == "static" else "pinned"
+    if facts["class"] == "pinnable":
+        assert facts["pins"], "a pinnable node names its pins"
+    outcome = _outcome(optimized, name, variant, node)
+    assert outcome.action == "folded", outcome.reason
+
+
+@pytest.mark.parametrize(
+    ("name", "node"), _node_cases("from_inputs", ("static",), "from_inputs")
+)
+def test_static_fold_bakes_in_only_the_inputs_its_shape_reads(
+    optimized, name: str, node: str
+) -> None:
+    """The inputs a fold says it rests on ("bakes in the declared shape of input X") are
+    those whose declared static dims the source's size reads, and no other."""
+    outcome = _outcome(optimized, name, "default", node)
+    assert outcome.action == "folded", outcome.reason
+    assert sorted(outcome.from_inputs) == sorted(CORPUS[name]["eyelike"][node]["from_inputs"])
+
+
+@pytest.mark.parametrize(("name", "node"), _node_cases("advice", ("pinnable",)))
+def test_unpinned_node_says_which_input_to_pin(optimized, name: str, node: str) -> None:
+    """Left by default, a pinnable node was lost at an input its pins name, and the reason
+    suggests --input-shape."""
+    outcome = _outcome(optimized, name, "default", node)
+    assert outcome.action != "folded"
+    pinned = {pin.rsplit(":", 1)[0] for pin in CORPUS[name]["eyelike"][node]["pins"]}
+    assert outcome.shape_lost is not None, outcome.reason
+    assert outcome.shape_lost["value"] in pinned, outcome.reason
+    assert "--input-shape" in outcome.reason
 
 
 @pytest.mark.parametrize("name", sorted(CORPUS))
