@@ -47,6 +47,32 @@ TRACT_CUMSUM = {
 TRACT_OR = {
     "tract": "Or of a Cast output (safe_inverse_with_mask): No super type for F64 and Bool"
 }
+# Static folds reported as resting on an input's declared shape, which relaxing those dims
+# shows they do not ("bakes in the declared shape of input x"): the size is a literal or a
+# weight's dim.
+QUAT_BAKES_IN_GAP = (
+    "the report says the fold bakes in R's declared shape: the 4x4 is unflatten's literal, "
+    "and R of [B, P, Q] folds too"
+)
+DMON_BAKES_IN_GAP = (
+    "the report says the fold bakes in x's declared shape: C is the Linear weight's 3, "
+    "and x of [B, N, F] folds too"
+)
+TRANSFER_BAKES_IN_GAP = (
+    "the report says the fold bakes in H's declared shape: the 3 is torch.eye(3)'s, "
+    "and H of [B, M, M] folds too"
+)
+# Pinning only the inputs an EyeLike needs splits a symbol they share with another input:
+# it keeps B where the pinned ones say 2, and tract cannot unify the two (a one-node
+# Einsum of a, b [B, 3] with a pinned reproduces it).
+MINCUT_PIN_GAP = (
+    "pinning adj and s leaves x's B and N (their B and N) symbolic: tract, /MatMul: "
+    "expected broadcast((B), (2)),3,5,F32 got 2,3,5,F32"
+)
+RIGID_PIN_GAP = (
+    "pinning t leaves v's B (t's B) symbolic: tract, /Einsum: "
+    "Impossible to unify Val(2) with Sym(B)"
+)
 
 
 @dataclasses.dataclass
@@ -140,6 +166,29 @@ ROMA_ORTHO = Source(
     "torch.eye(D, ...) with B, D, D1 = R.shape (line 28)",
 )
 
+ROMA_RIGID = Source(
+    "roma",
+    "1.8.0",
+    "naver/roma",
+    "roma/transforms.py",
+    411,
+    "Rigid(None, translation) (Isometry.__init__)",
+    "torch.eye(D, ...)[None].expand(batch_dims + (-1, -1)) with D = translation.shape[-1] "
+    "(line 407)",
+)
+
+
+def _rigid_apply(translation: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
+    import roma
+
+    return roma.Rigid(None, translation).apply(points)
+
+
+def _rigid_to_homogeneous(translation: torch.Tensor) -> torch.Tensor:
+    import roma
+
+    return roma.Rigid(None, translation).to_homogeneous()
+
 
 def _rotations(batch: int) -> torch.Tensor:
     """Random rotations, float32 (roma.random_rotmat draws from torch's generator)."""
@@ -223,6 +272,55 @@ def roma_cases() -> list[Case]:
             identities=1,
         )
     )
+    # A translation-only rigid transform: its linear part is the identity of t's size.
+    translation, points = torch.randn(2, 3), torch.randn(2, 3)
+    rigid = {
+        "class": "pinnable",
+        "why": "D = translation.shape[-1] (line 407): t's dim 1",
+        "pins": ["t:2,3"],
+    }
+    rigid_dims = {"t": {0: "B", 1: "D"}, "v": {0: "B", 1: "D"}}
+    cases.append(
+        Case(
+            "roma_rigid_apply_ts13",
+            ROMA_RIGID,
+            _Call(_rigid_apply),
+            {"t": translation, "v": points},
+            ["y"],
+            rigid_dims,
+            "torchscript",
+            13,
+            {"/EyeLike": rigid},
+            known_gap={"pinned/tract": RIGID_PIN_GAP},
+        )
+    )
+    cases.append(
+        Case(
+            "roma_rigid_apply_dynamo20",
+            ROMA_RIGID,
+            _Call(_rigid_apply),
+            {"t": translation, "v": points},
+            ["y"],
+            rigid_dims,
+            "dynamo",
+            20,
+            {},
+            identities=1,
+        )
+    )
+    cases.append(
+        Case(
+            "roma_rigid_to_homogeneous_ts9",
+            ROMA_RIGID,
+            _Call(_rigid_to_homogeneous),
+            {"t": translation},
+            ["y"],
+            {"t": {0: "B", 1: "D"}},
+            "torchscript",
+            9,
+            {"/EyeLike": rigid},
+        )
+    )
     return cases
 
 
@@ -254,29 +352,6 @@ def _graphs(batch: int, nodes: int, features: int) -> tuple[torch.Tensor, torch.
     x = torch.randn(batch, nodes, features)
     adj = torch.rand(batch, nodes, nodes)
     return x, (adj + adj.transpose(1, 2)) / 2
-
-
-# Static folds reported as resting on an input's declared shape, which relaxing those dims
-# shows they do not ("bakes in the declared shape of input x"): the size is a literal or a
-# weight's dim.
-QUAT_BAKES_IN_GAP = (
-    "the report says the fold bakes in R's declared shape: the 4x4 is unflatten's literal, "
-    "and R of [B, P, Q] folds too"
-)
-DMON_BAKES_IN_GAP = (
-    "the report says the fold bakes in x's declared shape: C is the Linear weight's 3, "
-    "and x of [B, N, F] folds too"
-)
-TRANSFER_BAKES_IN_GAP = (
-    "the report says the fold bakes in H's declared shape: the 3 is torch.eye(3)'s, "
-    "and H of [B, M, M] folds too"
-)
-# Pinning adj and s (all the EyeLike nodes need) leaves x of [B, N, 5]: the B and N it
-# shares with them stay symbols, and tract cannot unify them with the pinned 2 and 6.
-MINCUT_PIN_GAP = (
-    "pinning adj and s leaves x's shared B, N symbolic: tract, /MatMul: "
-    "expected broadcast((B), (2)),3,5,F32 got 2,3,5,F32"
-)
 
 
 def torch_geometric_cases() -> list[Case]:
