@@ -333,7 +333,7 @@ PYG_MINCUT = Source(
     "torch_geometric/nn/dense/mincut_pool.py",
     91,
     "dense_mincut_pool",
-    "torch.eye(k) with k = s.size(-1) (line 68); and _rank3_diag's torch.eye(x.size(1)) "
+    "torch.eye(k) with k = s.size(-1) (line 69); and _rank3_diag's torch.eye(x.size(1)) "
     "of d_flat = einsum('ijk->ij', adj) (lines 82, 114)",
 )
 PYG_DMON = Source(
@@ -369,7 +369,7 @@ def torch_geometric_cases() -> list[Case]:
         },
         "/EyeLike_1": {
             "class": "pinnable",
-            "why": "i_s = torch.eye(k) (line 91), k = s.size(-1) (line 68): s's dim 2",
+            "why": "i_s = torch.eye(k) (line 91), k = s.size(-1) (line 69): s's dim 2",
             "pins": ["s:2,6,3"],
         },
     }
@@ -446,10 +446,10 @@ KORNIA_IOU = Source(
     "0.9.0",
     "kornia/kornia",
     "kornia/metrics/mean_iou.py",
-    68,
+    69,
     "mean_iou",
     "torch.diagonal(conf_mat, dim1=-2, dim2=-1) of confusion_matrix's "
-    "view(batch_size, num_classes, num_classes) (confusion_matrix.py line 121)",
+    "view(batch_size, num_classes, num_classes) (confusion_matrix.py line 122)",
 )
 KORNIA_TRANSFER = Source(
     "kornia",
@@ -475,7 +475,7 @@ def kornia_cases() -> list[Case]:
     torch.manual_seed(SEED)
     pred = torch.randint(0, 4, (2, 5, 6))
     target = torch.randint(0, 4, (2, 5, 6))
-    iou_why = "4x4: num_classes=4, a Python int the caller passes (the view at line 121)"
+    iou_why = "4x4: num_classes=4, a Python int the caller passes (confusion_matrix.py line 122)"
     iou_dynamic = {"pred": {0: "B", 1: "H", 2: "W"}, "target": {0: "B", 1: "H", 2: "W"}}
     cases = [
         Case(
