@@ -165,6 +165,17 @@ def _counts_line(report: Report) -> str:
     )
 
 
+def _identities_line(report: Report) -> list[str]:
+    """The Range/Equal identities dynamo writes, counted apart from EyeLike (none: no line)."""
+    identities = report.extra.get("identities")
+    if not identities or not identities["found"]:
+        return []
+    return [
+        f"Range identities (dynamo's torch.eye): {identities['found']} found,"
+        f" {identities['rewritten']} rewritten"
+    ]
+
+
 def render_inspect(report: Report, source: str) -> str:
     """The ``eyefold inspect`` table: one row per EyeLike and what optimize would do."""
     lines = [
@@ -178,6 +189,7 @@ def render_inspect(report: Report, source: str) -> str:
         *_loads_on(report),
         *_withheld(report),
         _counts_line(report),
+        *_identities_line(report),
     ]
     if report.nodes:
         lines.extend(["", *_node_table(report.nodes), *_runs_legend(report)])
@@ -241,6 +253,7 @@ def render_optimize(report: Report, record: RunRecord, *, color: bool, command: 
     lines.extend(_loads_on(report))
     lines.extend(_withheld(report))
     lines.append(_counts_line(report))
+    lines.extend(_identities_line(report))
     if report.nodes:
         lines.extend("  " + line for line in _node_table(report.nodes[:MAX_NODE_LINES]))
         hidden = len(report.nodes) - MAX_NODE_LINES

@@ -20,6 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from eyefold.cli.main import main
 from eyefold.runtime.runners import runner_for
+from tests.helpers.cli import run_eyefold
 
 REAL = Path(__file__).resolve().parents[2] / "sample_models" / "real"
 
@@ -232,3 +233,31 @@ def test_torch_export_keeps_its_matmul_by_default(tmp_path):
     output = tmp_path / "out.onnx"
     assert main(["optimize", str(source), str(output)]) == 0
     assert "MatMul" in _ops(output)
+
+
+@pytest.mark.parametrize(
+    ("command", "options", "rewritten"),
+    [
+        ("optimize", ["--relaxed"], 1),
+        ("optimize", [], 0),
+        ("inspect", ["--relaxed"], 1),
+        ("inspect", [], 0),
+    ],
+)
+def test_the_summary_counts_the_identities(tmp_path, command, options, rewritten):
+    source = REAL / "eye_matmul_dynamo.onnx"
+    where = [str(tmp_path / "out.onnx")] if command == "optimize" else []
+    result = run_eyefold(command, str(source), *where, *options)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "EyeLike: 0 found, 0 folded, 0 inferred, 0 kept, 0 removed" in lines
+    assert f"Range identities (dynamo's torch.eye): 1 found, {rewritten} rewritten" in lines
+
+
+@pytest.mark.parametrize("command", ["optimize", "inspect"])
+def test_the_summary_is_silent_on_identities_a_model_lacks(tmp_path, command):
+    source = REAL / "diag_matmul_op13.onnx"
+    where = [str(tmp_path / "out.onnx")] if command == "optimize" else []
+    result = run_eyefold(command, str(source), *where)
+    assert result.returncode == 0, result.stderr
+    assert "EyeLike:" in result.stdout and "Range identities" not in result.stdout
