@@ -7,6 +7,7 @@ same names without importing each other, and so no two of them can clash.
 from __future__ import annotations
 
 __all__ = [
+    "BAKED_IN_KEY",
     "HIDDEN_DOMAIN",
     "LEGALIZED_FOR_KEY",
     "ORIGIN_KEY",
@@ -31,6 +32,10 @@ REPORT_META_KEY = "pkg.eyefold.report"
 # In an EyeLike input value's ``meta`` (memory only): where its shape was lost
 # (an ``eyefold.shape_facts.lost.ShapeLoss``), for the report.
 SHAPE_LOST_KEY = "pkg.eyefold.shape_lost"
+
+# In an EyeLike input value's ``meta`` (memory only), when inference made its shape
+# static: the graph inputs with a static declared dim that shape was computed from.
+BAKED_IN_KEY = "pkg.eyefold.baked_in"
 
 # In the ``meta`` (memory only) of a value a rule reads next to an EyeLike: its element
 # type and shape as onnx's inference found them, (ir.DataType | None, ir.Shape | None).

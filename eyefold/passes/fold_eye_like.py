@@ -11,6 +11,7 @@ from eyefold import kernel
 from eyefold.core.analysis import EyeLikeFacts, analyze_eyelike, node_label
 from eyefold.core.dead_code import remove_dead_producers
 from eyefold.core.limits import DEFAULT_SIZE_LIMIT_BYTES
+from eyefold.core.metadata_keys import BAKED_IN_KEY
 from eyefold.core.origins import removed_origins
 from eyefold.core.run_facts import FED_A_FOLD_REASON, RunFacts
 from eyefold.core.scopes import Scope, is_eyelike, iter_scopes
@@ -124,6 +125,19 @@ def _fold(scope: Scope, facts: EyeLikeFacts) -> None:
         graph.register_initializer(replacement)
 
 
+def _baked_in(source: ir.Value, memo: dict[int, frozenset[str]]) -> list[str]:
+    """The graph inputs whose declared shape folding ``source``'s EyeLike bakes in.
+
+    Where inference made the shape static, the inputs whose static dims the walk back
+    from it reached (:data:`BAKED_IN_KEY`); where the model declared it, every input with
+    a static dim it is computed from.
+    """
+    walked = source.meta.get(BAKED_IN_KEY)
+    if walked is not None:
+        return list(walked)
+    return sorted(graph_inputs_feeding(source, memo))
+
+
 # Why an input EyeLike is gone after the fold pass (the report's reason for "removed").
 UNUSED_REASON = "its output is never used: removed instead of folded"
 
@@ -172,7 +186,7 @@ class FoldEyeLikePass(ir.passes.InPlacePass):
                     scope.graph.remove(node, safe=True)
                     removed.update(dict.fromkeys(removed_origins([node]), UNUSED_REASON))
                     continue
-                facts.from_inputs = sorted(graph_inputs_feeding(source, memo))
+                facts.from_inputs = _baked_in(source, memo)
                 _fold(scope, facts)
                 folded.append(facts)
             dead = remove_dead_producers(list(sources.values()))

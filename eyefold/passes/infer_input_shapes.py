@@ -31,11 +31,17 @@ from eyefold.core.inference_slices import (
     inferred_types,
     slice_model,
 )
-from eyefold.core.metadata_keys import RULE_FACTS_KEY
+from eyefold.core.metadata_keys import BAKED_IN_KEY, RULE_FACTS_KEY
 from eyefold.core.run_facts import RunFacts
 from eyefold.core.scopes import is_eyelike, iter_scopes
 from eyefold.core.shapes import merge_shapes
-from eyefold.shape_facts.lost import SHAPE_LOST_KEY, ShapeLoss, input_loss, losses
+from eyefold.shape_facts.lost import (
+    SHAPE_LOST_KEY,
+    ShapeLoss,
+    input_loss,
+    losses,
+    static_dims_used,
+)
 from eyefold.shape_facts.rounds import infer_with_values
 
 __all__ = [
@@ -151,12 +157,15 @@ class _Learned:
         types: (EyeLike input, inferred type) pairs.
         losses: (EyeLike input, where its shape was lost) for those still not static.
         dynamic_inputs: EyeLike inputs that are graph inputs with dynamic dims.
+        baked_in: (EyeLike input, the graph inputs with a static dim its shape was
+            computed from) for those that came out static.
         failure: the message of the last inference that failed, if any.
     """
 
     types: list[tuple[ir.Value, onnx.TypeProto]] = dataclasses.field(default_factory=list)
     losses: list[tuple[ir.Value, ShapeLoss]] = dataclasses.field(default_factory=list)
     dynamic_inputs: list[ir.Value] = dataclasses.field(default_factory=list)
+    baked_in: list[tuple[ir.Value, list[str]]] = dataclasses.field(default_factory=list)
     failure: str | None = None
 
 
@@ -168,6 +177,8 @@ def _learn(model: ir.Model, operands: RuleOperands | None = None) -> _Learned:
         proto, names, stand_ins = slice_model(model, piece)
         declared = declared_dim_params(proto)
         root_targets = [t.name for t in piece.targets if t.graph is piece.root and t.name]
+        inputs = [v.name for v in model.graph.inputs if v.name]
+        built = _before_rounds(proto, inputs)
         try:
             inference = infer_with_values(proto, root_targets)
         except Exception as error:  # onnx raises several unrelated types here
@@ -182,10 +193,27 @@ def _learn(model: ir.Model, operands: RuleOperands | None = None) -> _Learned:
                 forget_made_up_dims(found, declared)
                 learned.types.append((target, found))
         sources = [t for t in piece.targets if t.name in root_targets and _feeds_eyelike(t)]
-        inputs = [v.name for v in model.graph.inputs if v.name]
         lost = losses(inference, [t.name or "" for t in sources], inputs)
         learned.losses.extend((t, lost[t.name]) for t in sources if t.name in lost)
+        if built is not None:
+            used = static_dims_used(built, inference, [t.name or "" for t in sources], inputs)
+            learned.baked_in.extend((t, used[t.name]) for t in sources if t.name in used)
     return learned
+
+
+def _before_rounds(proto: onnx.ModelProto, inputs: list[str]) -> onnx.ModelProto | None:
+    """A copy of the slice before the rounds change it, for :func:`static_dims_used`.
+
+    None when no model input of the slice has a static dim: nothing can be baked in.
+    """
+    names = set(inputs)
+    for info in proto.graph.input:
+        dims = info.type.tensor_type.shape.dim
+        if info.name in names and any(d.HasField("dim_value") for d in dims):
+            copy = onnx.ModelProto()
+            copy.CopyFrom(proto)
+            return copy
+    return None
 
 
 def _feeds_eyelike(value: ir.Value) -> bool:
@@ -270,6 +298,8 @@ class InferEyeLikeInputShapesPass(ir.passes.InPlacePass):
         for target, loss in found.losses:
             if target.shape is None or not target.shape.is_static():
                 target.meta[SHAPE_LOST_KEY] = loss
+        for target, names in found.baked_in:
+            target.meta[BAKED_IN_KEY] = names
         for source in found.dynamic_inputs:
             dims = [d if isinstance(d, int) else d.value for d in source.shape.dims]
             source.meta[SHAPE_LOST_KEY] = input_loss(source.name or "", dims)

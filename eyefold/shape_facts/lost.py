@@ -27,10 +27,23 @@ from eyefold.shape_facts.op_shapes import (
     SAME_SHAPE,
     VALUE_INPUTS,
 )
-from eyefold.shape_facts.rounds import Dims, Inference, infer_with_values
-from eyefold.shape_facts.values import RULES, slice_positions
+from eyefold.shape_facts.rounds import (
+    Dims,
+    Inference,
+    infer_with_values,
+    shape_table,
+    small_constants,
+)
+from eyefold.shape_facts.values import RULES, propagate, slice_positions
 
-__all__ = ["SHAPE_LOST_KEY", "ShapeLoss", "input_loss", "losses", "where_lost"]
+__all__ = [
+    "SHAPE_LOST_KEY",
+    "ShapeLoss",
+    "input_loss",
+    "losses",
+    "static_dims_used",
+    "where_lost",
+]
 
 _MAX_STEPS = 256
 _NOT_INFERRED = "onnx's inference gives it no static shape though its inputs are known"
@@ -101,12 +114,23 @@ def input_loss(name: str, dims: Dims) -> ShapeLoss:
 
 
 class _Walk:
-    """The facts of one inference, asked what is known and where a need leads."""
+    """The facts of one inference, asked what is known and where a need leads.
+
+    ``every_part``: follow every dim and element, known or not, to find what a static
+    shape was computed from (only constants end a path); otherwise only the unknown ones,
+    to find where a shape was lost.
+    """
 
     def __init__(
-        self, inference: Inference, model_inputs: Collection[str], targets: list[str]
+        self,
+        inference: Inference,
+        model_inputs: Collection[str],
+        targets: list[str],
+        *,
+        every_part: bool = False,
     ) -> None:
         graph = inference.model.graph
+        self.every_part = every_part
         self.model = inference.model
         self.targets = targets
         self.pinned: dict[tuple[tuple[str, tuple[int, ...]], ...], dict[str, Dims]] = {}
@@ -116,17 +140,24 @@ class _Walk:
         self.producer = {o: n for n in graph.node for o in n.output if o}
         self.model_inputs = set(model_inputs)
 
+    def follows(self, dim: object) -> bool:
+        """Whether the walk follows a dim: an unknown one, or any with ``every_part``."""
+        return self.every_part or not isinstance(dim, int)
+
     def unknown(self, need: _Need) -> list[int] | None:
-        """The unknown dims or elements among ``need.parts`` (None: nothing is known)."""
+        """The dims or elements among ``need.parts`` still to follow (None: nothing is known).
+
+        Those that are unknown; with ``every_part``, all of them but a constant's.
+        """
         if need.kind == "shape":
             items: list[object] | None = self.shapes.get(need.name)
-            known = (lambda d: isinstance(d, int)) if items is not None else None
+            known = (lambda d: not self.follows(d)) if items is not None else None
         else:
             if need.name in self.constants:
                 return []
             value = self.values.get(need.name)
             items = None if value is None else list(value.items)
-            known = lambda d: d is not None  # noqa: E731
+            known = lambda d: not self.every_part and d is not None  # noqa: E731
         if items is None or known is None:
             return None
         parts = range(len(items)) if need.parts is None else need.parts
@@ -218,7 +249,7 @@ def _element_step(walk: _Walk, node: onnx.NodeProto, element: int | None) -> lis
             return [_Need("shape", inputs[0])]
         computed = op in RULES or evaluable(node)
         found = _unknowns(walk, inputs, "value")
-        if found and computed:
+        if (found or walk.every_part) and computed:
             return found
         if not computed:
             return f"its value is computed by {op}, which eyefold does not evaluate"
@@ -312,7 +343,7 @@ def _reshape_step(walk: _Walk, inputs: list[str], dims: list[int]) -> list[_Need
             needs.append(_Need("value", inputs[1], (dim,)))
         elif item == 0:
             needs.append(_Need("shape", inputs[0], (dim,)))
-        else:  # -1: the remaining size, from every dim of the data and of the target
+        elif item < 0:  # -1: the remaining size, from every dim of the data and of the target
             needs.extend(_unknowns(walk, [inputs[0]], "shape"))
             needs.extend(_unknowns(walk, [inputs[1]], "value"))
     return needs
@@ -328,7 +359,7 @@ def _unknown_dim(walk: _Walk, name: str, dim: int) -> list[_Need] | None:
         return None
     if not 0 <= dim < len(dims):
         return []
-    return [] if isinstance(dims[dim], int) else [_Need("shape", name, (dim,))]
+    return [_Need("shape", name, (dim,))] if walk.follows(dims[dim]) else []
 
 
 def _broadcast_sources(walk: _Walk, names: list[str], rank: int, dims: list[int]):
@@ -532,6 +563,24 @@ def _gather_sources(walk: _Walk, node: onnx.NodeProto, dims: list[int]):
     return needs
 
 
+def _one_hot_sources(walk: _Walk, node: onnx.NodeProto, rank: int, dims: list[int]):
+    """OneHot: the depth's value at the new axis, the indices' dims around it."""
+    if len(node.input) < 3:
+        return None
+    axis = onnx.helper.get_node_attr_value(node, "axis") if _has(node, "axis") else -1
+    axis = axis + rank if axis < 0 else axis
+    needs: list[_Need] = []
+    for dim in dims:
+        if dim == axis:
+            found: list[_Need] | None = _unknowns(walk, [node.input[1]], "value")
+        else:
+            found = _unknown_dim(walk, node.input[0], dim if dim < axis else dim - 1)
+        if found is None:
+            return None
+        needs.extend(n for n in found if n not in needs)
+    return needs
+
+
 def _expand_sources(walk: _Walk, node: onnx.NodeProto, rank: int, dims: list[int]):
     """Expand: the data's dim and the shape value's element, aligned at the end."""
     data_rank = _rank(walk, node.input[0])
@@ -578,6 +627,8 @@ def _dim_sources(
         return _gather_sources(walk, node, dims)
     if op == "Expand" and len(inputs) == 2:
         return _expand_sources(walk, node, rank, dims)
+    if op == "OneHot":
+        return _one_hot_sources(walk, node, rank, dims)
     return None
 
 
@@ -602,12 +653,21 @@ def _shape_step(walk: _Walk, node: onnx.NodeProto, need: _Need) -> list[_Need] |
     rank = len(walk.shapes.get(need.name) or [])
     mapped = _dim_sources(walk, node, rank, dims) if dims else None
     if mapped is not None:
-        return mapped or _NOT_INFERRED
+        return mapped or _nothing_read(walk)
     value_inputs = VALUE_INPUTS.get(op, ())
     read = [n for i, n in enumerate(inputs) if i in value_inputs]
     needs = _unknowns(walk, read, "value")
     needs += _unknowns(walk, [n for n in inputs if n not in read], "shape")
-    return needs or _NOT_INFERRED
+    return needs or _nothing_read(walk)
+
+
+def _nothing_read(walk: _Walk) -> list[_Need] | str:
+    """What a node's output part reads when nothing of it is left to follow.
+
+    With ``every_part``: nothing (it reads constants); otherwise onnx's inference lost
+    the shape there.
+    """
+    return [] if walk.every_part else _NOT_INFERRED
 
 
 def _merged(have: _Need | None, need: _Need) -> _Need:
@@ -665,34 +725,70 @@ def _static(dims: Dims | None) -> bool:
     return dims is not None and all(isinstance(d, int) for d in dims)
 
 
-def _walk_back(walk: _Walk, target: str) -> ShapeLoss | None:
-    """Where ``target``'s shape was lost (see :func:`where_lost`)."""
+@dataclasses.dataclass
+class _Reached:
+    """Where a walk back from a target's shape ended.
+
+    Attributes:
+        inputs: the needs that reached values no node of the slice produces (graph
+            inputs, weights, values computed outside), in the order reached.
+        stops: the nodes that lose the shape, each with whether the path to it is exact.
+        complete: False when the walk ran out of steps before it ended.
+    """
+
+    inputs: list[_Need] = dataclasses.field(default_factory=list)
+    stops: list[tuple[bool, ShapeLoss]] = dataclasses.field(default_factory=list)
+    complete: bool = True
+
+
+def _follow(walk: _Walk, target: str) -> _Reached:
+    """Every need of ``target``'s shape, followed back node by node.
+
+    A node where the walk cannot map a need to its inputs stops it (a loss); with
+    ``every_part`` the walk goes on through all of that node's inputs instead, so what a
+    static shape was computed from is never under-counted.
+    """
     start = _Need("shape", target)
-    if walk.is_known(start):
-        return None
+    reached = _Reached()
     frontier, exact = [start], {start: True}
-    inputs: dict[str, _Need] = {}
-    stops: list[tuple[bool, ShapeLoss]] = []
     for _ in range(_MAX_STEPS):
         if not frontier:
-            break
+            return reached
         need = frontier.pop(0)
         node = walk.producer.get(need.name)
         if node is None:
-            inputs[need.name] = _merged(inputs.get(need.name), need)
+            reached.inputs.append(need)
             continue
         step = (_shape_step if need.kind == "shape" else _value_step)(walk, node, need)
         if isinstance(step, list) and step and all(walk.is_known(n) for n in step):
+            if walk.every_part:
+                continue  # constants only
             what = "shape" if need.kind == "shape" else "value"
             step = f"its output's {what} is not inferred though what it reads is known"
-        if isinstance(step, str) or not step:
+        if isinstance(step, str) and walk.every_part:
+            read = [name for name in node.input if name]
+            step = _unknowns(walk, read, "shape") + _unknowns(walk, read, "value")
+        elif isinstance(step, str) or (not step and not walk.every_part):
             loss = ShapeLoss(need.name, node.name, node.op_type, step or "it is not known")
-            stops.append((exact[need], loss))
+            reached.stops.append((exact[need], loss))
             continue
         for found in step:
             if found not in exact:
                 exact[found] = exact[need] and _exact(need, found)
                 frontier.append(found)
+    reached.complete = not frontier
+    return reached
+
+
+def _walk_back(walk: _Walk, target: str) -> ShapeLoss | None:
+    """Where ``target``'s shape was lost (see :func:`where_lost`)."""
+    if walk.is_known(_Need("shape", target)):
+        return None
+    reached = _follow(walk, target)
+    inputs: dict[str, _Need] = {}
+    for need in reached.inputs:
+        inputs[need.name] = _merged(inputs.get(need.name), need)
+    stops = reached.stops
     # A node that loses the shape on an exact path, before dynamic graph inputs whose
     # pinning makes the shape static, before a node reached only by a broader guess.
     for is_exact, loss in stops:
@@ -703,3 +799,56 @@ def _walk_back(walk: _Walk, target: str) -> ShapeLoss | None:
         if pinnable or not stops:
             return _input_losses([walk.at_input(need, pinnable) for need in inputs.values()])
     return stops[0][1] if stops else None
+
+
+def static_dims_used(
+    built: onnx.ModelProto,
+    inference: Inference,
+    targets: Collection[str],
+    model_inputs: Collection[str],
+) -> dict[str, list[str]]:
+    """For each target whose shape is static, the graph inputs it bakes in.
+
+    Those ``model_inputs`` of which the walk back from the target's shape (the walk that
+    says where a shape was lost, following every dim and element) reaches a dim that is
+    declared static: folding the target bakes that dim into the model. An input whose
+    dims reached are all symbolic, or that only feeds the target's values, is not baked
+    in. A target whose walk runs out of steps is left out (nothing is claimed).
+
+    Args:
+        built: the slice as it was built, before the rounds replaced the values they
+            computed by constants (the walk must see what those were computed from).
+        inference: what the rounds found on it.
+        targets: the values whose shapes to follow.
+        model_inputs: the slice inputs that are the model's own graph inputs.
+    """
+    static = [t for t in targets if _static(inference.shapes.get(t))]
+    if not static:
+        return {}
+    shapes = {**shape_table(built.graph), **shape_table(inference.model.graph)}
+    opset = next((o.version for o in built.opset_import if o.domain in ("", "ai.onnx")), None)
+    values = propagate(built.graph.node, small_constants(built.graph), shapes.get, opset=opset)
+    facts = Inference(built, shapes, values, inference.rounds)
+    walk = _Walk(facts, model_inputs, static, every_part=True)
+    used: dict[str, list[str]] = {}
+    for target in static:
+        reached = _follow(walk, target)
+        if not reached.complete:
+            continue
+        names = {
+            need.name
+            for need in reached.inputs
+            if need.kind == "shape"
+            and need.name in walk.model_inputs
+            and _declares_static(walk.shapes.get(need.name), need.parts)
+        }
+        used[target] = sorted(names)
+    return used
+
+
+def _declares_static(dims: Dims | None, parts: tuple[int, ...] | None) -> bool:
+    """Whether any of the ``parts`` (None: any) of the declared ``dims`` is a number."""
+    if dims is None:
+        return False
+    positions = range(len(dims)) if parts is None else parts
+    return any(0 <= p < len(dims) and isinstance(dims[p], int) for p in positions)

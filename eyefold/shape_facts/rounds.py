@@ -24,7 +24,7 @@ from onnx import numpy_helper
 
 from eyefold.shape_facts.values import PartialValue, from_array, propagate
 
-__all__ = ["MAX_ROUNDS", "Inference", "infer_with_values", "shape_table"]
+__all__ = ["MAX_ROUNDS", "Inference", "infer_with_values", "shape_table", "small_constants"]
 
 # Each round replaces at least one node by a constant; real chains need two to four.
 MAX_ROUNDS = 16
@@ -87,7 +87,8 @@ def _static(shapes: dict[str, Dims], name: str) -> bool:
     return dims is not None and all(isinstance(d, int) for d in dims)
 
 
-def _constants(graph: onnx.GraphProto) -> dict[str, PartialValue]:
+def small_constants(graph: onnx.GraphProto) -> dict[str, PartialValue]:
+    """The values of ``graph``'s initializers small enough to be shape values."""
     found: dict[str, PartialValue] = {}
     for tensor in graph.initializer:
         if len(tensor.dims) <= 1 and (not tensor.dims or tensor.dims[0] <= 64):
@@ -159,7 +160,7 @@ def infer_with_values(
             return Inference(inferred, found, {}, round_number, computed)
         shapes = shape_table(inferred.graph)
         values = propagate(
-            inferred.graph.node, _constants(inferred.graph), shapes.get, opset=opset
+            inferred.graph.node, small_constants(inferred.graph), shapes.get, opset=opset
         )
         result = Inference(inferred, shapes, values, round_number, computed)
         useful = _read_where_unknown(inferred.graph, shapes)

@@ -617,26 +617,85 @@ def _confusion_matrix_model(declared: list[object]) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def _rotation_model() -> onnx.ModelProto:
+    """roma's ``rotmat_to_unitquat`` on ``R: [B, 3, 3]``: the nine entries of each matrix
+    mapped linearly to the 16 of the 4x4 matrix whose eigenvector is the quaternion, then
+    TorchScript's ``unflatten(-1, (4, 4))`` and its diagonal mask. The 4x4 comes from
+    literal constants; R's static 3s only size the linear map's input."""
+    model = _unflatten_model("B")
+    graph = model.graph
+    del graph.input[:]
+    graph.input.append(helper.make_tensor_value_info("R", TensorProto.FLOAT, ["B", 3, 3]))
+    weights = np.arange(9 * 16, dtype=np.float32).reshape(9, 16) / 100
+    entries = [
+        _const("rows_of_nine", [0, 9]),
+        helper.make_node("Reshape", ["R", "rows_of_nine"], ["entries"]),
+        helper.make_node(
+            "Constant", [], ["linear"], value=onnx.numpy_helper.from_array(weights, "w")
+        ),
+        helper.make_node("MatMul", ["entries", "linear"], ["x"]),
+    ]
+    nodes = [*entries, *graph.node]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return model
+
+
+def _sized_by_input_model() -> onnx.ModelProto:
+    """TorchScript's ``torch.eye(z.size(-1))`` (symbolic_opset9's ``eye``: Shape, Gather,
+    Unsqueeze, Concat, ConstantOfShape, EyeLike) for ``z = x * y.sum()``, ``x: [B, 4]``,
+    ``y: [3, T]``: the size is x's static 4; y's 3 is never read."""
+    nodes = [
+        helper.make_node("ReduceSum", ["y"], ["total"], keepdims=0),
+        helper.make_node("Mul", ["x", "total"], ["z"]),
+        helper.make_node("Shape", ["z"], ["z_shape"]),
+        _const("last", 1),
+        helper.make_node("Gather", ["z_shape", "last"], ["n"], axis=0),
+        _const("axes", [0]),
+        helper.make_node("Unsqueeze", ["n", "axes"], ["n_1"]),
+        helper.make_node("Concat", ["n_1", "n_1"], ["square"], axis=0),
+        helper.make_node("ConstantOfShape", ["square"], ["zeros"]),
+        helper.make_node("EyeLike", ["zeros"], ["eye"], name="eye"),
+        helper.make_node("MatMul", ["z", "eye"], ["out"]),
+    ]
+    inputs = [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", 4]),
+        helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, "T"]),
+    ]
+    output = helper.make_tensor_value_info("out", TensorProto.FLOAT, ["B", 4])
+    graph = helper.make_graph(nodes, "sized_by_input", inputs, [output])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
 @pytest.mark.parametrize(
-    ("declared", "baked_in"),
-    [(["B", "H", "W"], []), ([2, "H", "W"], ["pred", "target"])],
-    ids=["all-symbolic", "a-static-dim"],
+    ("build", "shape", "baked_in"),
+    [
+        (lambda: _confusion_matrix_model(["B", "H", "W"]), [4, 4], []),
+        (lambda: _confusion_matrix_model([2, "H", "W"]), [4, 4], []),
+        (_rotation_model, [4, 4], []),
+        (_sized_by_input_model, [4, 4], ["x"]),
+    ],
+    ids=["confusion-all-symbolic", "confusion-a-static-dim", "rotation", "sized-by-input"],
 )
-def test_bakes_in_is_said_only_of_inputs_with_a_static_dim(tmp_path, declared, baked_in):
+def test_bakes_in_is_said_only_where_a_static_declared_dim_was_used(
+    tmp_path, build, shape, baked_in
+):
     from eyefold.cli.main import main
 
     source, output, report = tmp_path / "m.onnx", tmp_path / "o.onnx", tmp_path / "r.json"
-    onnx.save(_confusion_matrix_model(declared), source)
+    onnx.save(build(), source)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         assert main(["optimize", str(source), str(output), "--report", str(report)]) == 0
     (node,) = json.loads(report.read_text())["nodes"]
-    assert node["action"] == "folded" and node["shape"] == [4, 4]
+    assert node["action"] == "folded" and node["shape"] == shape
     assert node["from_inputs"] == baked_in
-    assert ("bakes in the declared shape" in out.getvalue()) == bool(baked_in)
-    library = eyefold.optimize_with_report(
-        ir.serde.deserialize_model(_confusion_matrix_model(declared))
-    )
+    said = [line for line in out.getvalue().splitlines() if "bakes in" in line]
+    if baked_in:
+        assert len(said) == 1 and "(bakes in the declared shape of input x)" in said[0]
+    else:
+        assert said == []
+    library = eyefold.optimize_with_report(ir.serde.deserialize_model(build()))
     assert library.report.nodes[0].from_inputs == baked_in
 
 
