@@ -18,14 +18,17 @@ import onnx_ir as ir
 from eyefold.core.onnx_safety import StandIns
 from eyefold.core.scopes import Scope, subgraphs_of
 from eyefold.core.weightless import (
+    LargeTensor,
     ir_constant_input,
     ir_large_constant,
+    ir_large_tensor,
     is_large,
     weightless_model,
 )
 
 __all__ = [
     "InferenceSlice",
+    "SlicedModel",
     "anchor_in_root",
     "backward_slice",
     "declared_dim_params",
@@ -114,32 +117,47 @@ def _name_subgraphs(
                 _name_subgraphs(inner_ir, inner_proto, names)
 
 
-def slice_model(
-    model: ir.Model, piece: InferenceSlice
-) -> tuple[onnx.ModelProto, dict[str, ir.Graph], StandIns]:
-    """The weightless ModelProto of ``piece``, its graphs' names and the EyeLike stand-ins.
+@dataclasses.dataclass
+class SlicedModel:
+    """The weightless ModelProto of a slice and what reads it back.
 
-    Returns:
-        The proto (its outputs the targets), the ``ir.Graph`` each of its graph names
-        stands for, and the stand-ins onnx's messages must be read through.
+    Attributes:
+        proto: the model (its outputs the targets).
+        names: the ``ir.Graph`` each of its graph names stands for.
+        stand_ins: the stand-ins onnx's messages must be read through.
+        large: the tensors declared as typed inputs (large Constants' and initializers'),
+            by input name, for a shape chain that reads a few of their elements.
     """
+
+    proto: onnx.ModelProto
+    names: dict[str, ir.Graph]
+    stand_ins: StandIns
+    large: dict[str, LargeTensor]
+
+
+def slice_model(model: ir.Model, piece: InferenceSlice) -> SlicedModel:
+    """The weightless ModelProto of ``piece``, its graphs' names and the EyeLike stand-ins."""
     built = onnx.ModelProto()
     graph = built.graph
     graph.name = "eyefold_slice"
     names: dict[str, ir.Graph] = {graph.name: piece.root}
     large = {id(node) for node in piece.nodes if ir_large_constant(node)}
+    tensors: dict[str, LargeTensor] = {}
     for value in _free_values(piece.nodes, large):
         tensor = value.const_value
         producer = value.producer()
         if producer is not None and id(producer) in large:
             constant = producer.attributes["value"].value
             graph.input.append(ir_constant_input(value.name or "", constant))
+            tensors[value.name or ""] = ir_large_tensor(constant)
         elif tensor is not None and not is_large(tensor.nbytes):
             proto = ir.serde.serialize_tensor(tensor)
             proto.name = value.name or ""
             graph.initializer.append(proto)
         else:
             graph.input.append(ir.serde.serialize_value(value))
+            if tensor is not None and not value.is_graph_input():
+                tensors[value.name or ""] = ir_large_tensor(tensor)
     for node in piece.nodes:
         if id(node) in large:
             continue
@@ -161,7 +179,7 @@ def slice_model(
         stand_ins.names[proto_name] = ir_graph.name or (
             "main graph" if ir_graph is model.graph else "subgraph"
         )
-    return proto, names, stand_ins
+    return SlicedModel(proto, names, stand_ins, tensors)
 
 
 def declared_dim_params(proto: onnx.ModelProto) -> set[str]:

@@ -12,10 +12,12 @@ place to change when onnx's C++ code needs a model in another form.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 
@@ -24,10 +26,13 @@ from eyefold.core.limits import WEIGHTLESS_TENSOR_LIMIT_BYTES
 from eyefold.core.onnx_safety import StandIns, defuse_eyelike_dtype
 
 __all__ = [
+    "LargeTensor",
     "ir_constant_input",
     "ir_large_constant",
+    "ir_large_tensor",
     "is_large",
     "proto_large_constant",
+    "proto_large_tensor",
     "proto_nbytes",
     "typed_input",
     "typed_value_input",
@@ -132,3 +137,77 @@ def weightless_model(
     proto.opset_import.extend(opset_imports)
     proto.functions.extend(functions)
     return proto, defuse_eyelike_dtype(proto)
+
+
+@dataclasses.dataclass(frozen=True)
+class LargeTensor:
+    """A tensor the weightless copy leaves out, of which a shape chain may read a few elements.
+
+    A rotary table, a lookup of lengths: a Gather at a constant index or a Slice with
+    constant bounds reads a handful of its numbers, and those are all that is read.
+
+    Attributes:
+        dims: its shape.
+        read: the elements at the given flat (row-major) positions, or None when its
+            storage cannot be read in part.
+    """
+
+    dims: tuple[int, ...]
+    read: Callable[[np.ndarray], np.ndarray | None]
+
+
+# Where protobuf keeps the elements of a tensor not stored as raw bytes, by element type.
+_TYPED_FIELDS = {
+    onnx.TensorProto.INT64: "int64_data",
+    onnx.TensorProto.INT32: "int32_data",
+    onnx.TensorProto.INT16: "int32_data",
+    onnx.TensorProto.INT8: "int32_data",
+    onnx.TensorProto.UINT16: "int32_data",
+    onnx.TensorProto.UINT8: "int32_data",
+    onnx.TensorProto.BOOL: "int32_data",
+    onnx.TensorProto.UINT32: "uint64_data",
+    onnx.TensorProto.UINT64: "uint64_data",
+    onnx.TensorProto.FLOAT: "float_data",
+    onnx.TensorProto.DOUBLE: "double_data",
+}
+
+
+def _proto_elements(tensor: onnx.TensorProto, positions: np.ndarray) -> np.ndarray | None:
+    """The elements of an in-memory TensorProto at flat ``positions``.
+
+    Typed fields are indexed one element at a time; raw bytes are viewed, not converted
+    (protobuf hands them out whole: one copy of the bytes, no array of the tensor).
+    """
+    if tensor.data_type not in _TYPED_FIELDS or tensor.data_location == tensor.EXTERNAL:
+        return None
+    dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)).newbyteorder("<")
+    if tensor.HasField("raw_data"):
+        return np.frombuffer(tensor.raw_data, dtype=dtype)[positions].astype(
+            dtype.newbyteorder("=")
+        )
+    field = getattr(tensor, _TYPED_FIELDS[tensor.data_type])
+    return np.array([field[int(p)] for p in positions]).astype(dtype.newbyteorder("="))
+
+
+def proto_large_tensor(tensor: onnx.TensorProto) -> LargeTensor:
+    """A large TensorProto held in memory (external data is not read here)."""
+    return LargeTensor(tuple(tensor.dims), functools.partial(_proto_elements, tensor))
+
+
+def _ir_elements(tensor: ir.TensorProtocol, positions: np.ndarray) -> np.ndarray | None:
+    """The elements of an onnx-ir tensor at flat ``positions``.
+
+    External data is a memory map and an in-memory tensor an array: indexing either reads
+    only the positions asked for. A tensor still in its proto is read as the proto.
+    """
+    if isinstance(tensor, ir.TensorProtoTensor):
+        return _proto_elements(tensor.raw, positions)
+    if not isinstance(tensor, ir.Tensor | ir.ExternalTensor):
+        return None
+    return np.asarray(tensor.numpy()).reshape(-1)[positions]
+
+
+def ir_large_tensor(tensor: ir.TensorProtocol) -> LargeTensor:
+    """A large onnx-ir tensor (an initializer's, a Constant's)."""
+    dims = tuple(int(dim) for dim in tensor.shape.numpy())
+    return LargeTensor(dims, functools.partial(_ir_elements, tensor))

@@ -37,7 +37,9 @@ from eyefold.core.scopes import is_eyelike, iter_scopes
 from eyefold.core.shapes import merge_shapes
 from eyefold.shape_facts.lost import (
     SHAPE_LOST_KEY,
+    GraphFacts,
     ShapeLoss,
+    copy_for_static_dims,
     input_loss,
     losses,
     static_dims_used,
@@ -174,13 +176,14 @@ def _learn(model: ir.Model, operands: RuleOperands | None = None) -> _Learned:
     learned = _Learned()
     slices = _collect_slices(model, operands or RuleOperands(), learned.dynamic_inputs)
     for piece in slices:
-        proto, names, stand_ins = slice_model(model, piece)
+        sliced = slice_model(model, piece)
+        proto, names, stand_ins = sliced.proto, sliced.names, sliced.stand_ins
         declared = declared_dim_params(proto)
         root_targets = [t.name for t in piece.targets if t.graph is piece.root and t.name]
         inputs = [v.name for v in model.graph.inputs if v.name]
-        built = _before_rounds(proto, inputs)
+        built = copy_for_static_dims(proto, inputs)
         try:
-            inference = infer_with_values(proto, root_targets)
+            inference = infer_with_values(proto, root_targets, large=sliced.large)
         except Exception as error:  # onnx raises several unrelated types here
             learned.failure = f"onnx shape inference failed: {stand_ins.restore(str(error))}"
             logger.warning("%s", learned.failure)
@@ -196,24 +199,10 @@ def _learn(model: ir.Model, operands: RuleOperands | None = None) -> _Learned:
         lost = losses(inference, [t.name or "" for t in sources], inputs)
         learned.losses.extend((t, lost[t.name]) for t in sources if t.name in lost)
         if built is not None:
-            used = static_dims_used(built, inference, [t.name or "" for t in sources], inputs)
+            facts = GraphFacts.before_rounds(built, inference)
+            used = static_dims_used(facts, [t.name or "" for t in sources], inputs)
             learned.baked_in.extend((t, used[t.name]) for t in sources if t.name in used)
     return learned
-
-
-def _before_rounds(proto: onnx.ModelProto, inputs: list[str]) -> onnx.ModelProto | None:
-    """A copy of the slice before the rounds change it, for :func:`static_dims_used`.
-
-    None when no model input of the slice has a static dim: nothing can be baked in.
-    """
-    names = set(inputs)
-    for info in proto.graph.input:
-        dims = info.type.tensor_type.shape.dim
-        if info.name in names and any(d.HasField("dim_value") for d in dims):
-            copy = onnx.ModelProto()
-            copy.CopyFrom(proto)
-            return copy
-    return None
 
 
 def _feeds_eyelike(value: ir.Value) -> bool:

@@ -194,7 +194,7 @@ def _extract(
         check_eyelike_proto(model.graph.node[position], "main")
     if index.obstacle is not None:
         raise WholeModelNeeded(index.obstacle)
-    inferred = infer_undeclared_inputs(model, index, converted)
+    inferred, baked_in = infer_undeclared_inputs(model, index, converted)
     chosen = choose_nodes(index, inferred.keys())
     if index.holders.intersection(chosen):
         raise WholeModelNeeded("a node holding subgraphs is in an EyeLike's neighbourhood")
@@ -205,7 +205,7 @@ def _extract(
             "an EyeLike is used as a mask (Mul), which the diagonal rules look around"
         )
     try:
-        hood = build_neighbourhood(model, index, chosen, base_dir, inferred)
+        hood = build_neighbourhood(model, index, chosen, base_dir, inferred, baked_in)
         check_structure(hood.model)  # what a load checks, where onnx-ir reads the model
     except (EyefoldError, UnicodeDecodeError, ValueError, ir.serde.SerdeError) as error:
         # The whole-model path meets the same problem and names it as a load does.

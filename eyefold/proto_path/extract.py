@@ -38,7 +38,7 @@ from collections.abc import Collection, Mapping
 import onnx
 import onnx_ir as ir
 
-from eyefold.core.metadata_keys import STAND_IN_DOMAIN
+from eyefold.core.metadata_keys import BAKED_IN_KEY, STAND_IN_DOMAIN
 from eyefold.proto_path.scan import GraphIndex
 from eyefold.rewriting.reach import (
     BECOMES_EYELIKE_OPS,
@@ -307,6 +307,7 @@ def build_neighbourhood(
     chosen: list[int],
     base_dir: str = "",
     declared: Mapping[str, onnx.ValueInfoProto] | None = None,
+    baked_in: Mapping[str, list[str]] | None = None,
 ) -> Neighbourhood:
     """The onnx_ir model of the chosen nodes (see the module docstring).
 
@@ -316,6 +317,8 @@ def build_neighbourhood(
         chosen: :func:`choose_nodes`'s positions.
         base_dir: folder external data is read from (lazily), as onnx-ir's loader uses.
         declared: value_info for values the model leaves undeclared (inferred static).
+        baked_in: for those, the graph inputs with a static dim their shapes were
+            computed from (in each value's ``meta``, for the fold's report).
     """
     graph, sink_names, output_positions = _small_graph(index, chosen, declared or {})
     small = onnx.ModelProto(
@@ -338,6 +341,9 @@ def build_neighbourhood(
     inner = nodes[stand_in_count : len(nodes) - len(sinks)]
     values = [v for n in nodes for v in n.outputs]
     values += [*result.graph.inputs, *result.graph.initializers.values()]
+    for value in values:
+        if baked_in and value.name in baked_in:
+            value.meta[BAKED_IN_KEY] = baked_in[value.name]
     return Neighbourhood(
         model=result,
         chosen=chosen,

@@ -30,17 +30,26 @@ without walking the slice at all.
 
 from __future__ import annotations
 
-import onnx
+import math
+from collections.abc import Iterator, Mapping
 
+import onnx
+from onnx import numpy_helper
+
+from eyefold.core.domains import DEFAULT_DOMAINS
 from eyefold.core.weightless import (
+    LargeTensor,
     is_large,
     proto_large_constant,
+    proto_large_tensor,
     proto_nbytes,
     typed_input,
     weightless_model,
 )
 from eyefold.proto_path.scan import GraphIndex
-from eyefold.shape_facts.rounds import infer_with_values
+from eyefold.shape_facts.lost import GraphFacts, copy_for_static_dims, static_dims_used
+from eyefold.shape_facts.rounds import Dims, dims_of, infer_with_values
+from eyefold.shape_facts.values import MAX_ELEMENTS, PartialValue, ValuesOnDemand, from_array
 from eyefold.upgrade.on_proto import ConverterTypes
 
 __all__ = ["infer_undeclared_inputs"]
@@ -86,18 +95,25 @@ def _slice_model(
     index: GraphIndex,
     sliced: tuple[list[int], set[int]],
     targets: list[str],
-) -> onnx.ModelProto:
-    """The weightless ModelProto of the slice, as ``infer-input-shapes`` builds one."""
+) -> tuple[onnx.ModelProto, dict[str, LargeTensor]]:
+    """The weightless ModelProto of the slice, as ``infer-input-shapes`` builds one.
+
+    With the large tensors it declares as inputs, of which a shape chain may read a few
+    elements.
+    """
     source = index.graph
     positions, large = sliced
     proto = onnx.ModelProto()
     graph = proto.graph
     graph.name = "eyefold_slice"
+    tensors: dict[str, LargeTensor] = {}
     kept = [p for p in positions if p not in large]
     for position in sorted(large):
         tensor = proto_large_constant(source.node[position])
         assert tensor is not None  # the index's large Constants are these
-        graph.input.append(typed_input(index.node_outputs[position][0], tensor))
+        name = index.node_outputs[position][0]
+        graph.input.append(typed_input(name, tensor))
+        tensors[name] = proto_large_tensor(tensor)
     graph.node.extend(source.node[p] for p in kept)
     produced = {name for p in kept for name in index.node_outputs[p]}
     free: dict[str, None] = {}
@@ -112,6 +128,8 @@ def _slice_model(
                 graph.initializer.append(tensor)
             else:  # onnx-ir types an initializer from its tensor
                 graph.input.append(typed_input(name, tensor))
+                if name not in index.inputs:
+                    tensors[name] = proto_large_tensor(tensor)
         elif name in index.inputs:
             graph.input.append(source.input[index.inputs.index(name)])
     graph.output.extend(onnx.ValueInfoProto(name=name) for name in targets)
@@ -121,7 +139,7 @@ def _slice_model(
         opset_imports=model.opset_import,
         functions=model.functions,
     )
-    return proto
+    return proto, tensors
 
 
 def _is_static(type_proto: onnx.TypeProto) -> bool:
@@ -186,29 +204,103 @@ def _typed_before_slicing(
 
 def infer_undeclared_inputs(
     model: onnx.ModelProto, index: GraphIndex, converted: ConverterTypes | None = None
-) -> dict[str, onnx.ValueInfoProto]:
+) -> tuple[dict[str, onnx.ValueInfoProto], dict[str, list[str]]]:
     """Declarations of the undeclared EyeLike inputs onnx infers static, by name.
+
+    With, for those the inference made static, the graph inputs whose static dims their
+    shapes were computed from (:func:`~eyefold.shape_facts.lost.static_dims_used`), as
+    the whole-model path finds them.
 
     ``converted``: the types of the opset upgrade just done on ``model``, if any.
     """
     targets = _undeclared_targets(index)
     if not targets:
-        return {}
+        return {}, {}
     typed = _typed_before_slicing(index, targets, converted)
+    if typed is None:
+        sliced = _slice(index, targets)
+        typed = _typed_by_converter(index, sliced, targets, converted)
     if typed is not None:
-        return typed
-    sliced = _slice(index, targets)
-    typed = _typed_by_converter(index, sliced, targets, converted)
-    if typed is not None:
-        return typed
-    proto = _slice_model(model, index, sliced, targets)
+        assert converted is not None  # only the converter's types are taken unsliced
+        facts = _converter_facts(model, index, converted)
+        return typed, static_dims_used(facts, list(typed), index.inputs)
+    proto, large = _slice_model(model, index, sliced, targets)
+    inputs = [info.name for info in index.graph.input]
+    built = copy_for_static_dims(proto, inputs)
     try:
-        inferred = infer_with_values(proto, targets).model
+        inference = infer_with_values(proto, targets, large=large)
     except Exception:  # the step meets the same failure on the whole slice and says it
-        return {}
+        return {}, {}
     wanted = set(targets)
-    return {
+    declared = {
         info.name: info
-        for info in [*inferred.graph.output, *inferred.graph.value_info]
+        for info in [*inference.model.graph.output, *inference.model.graph.value_info]
         if info.name in wanted and _is_static(info.type)
     }
+    if built is None:
+        return declared, {}
+    facts = GraphFacts.before_rounds(built, inference)
+    return declared, static_dims_used(facts, list(declared), inputs)
+
+
+class _NodesByOutput(Mapping[str, onnx.NodeProto]):
+    """The graph's nodes by output name, read through the scan's positions."""
+
+    def __init__(self, index: GraphIndex) -> None:
+        self._index = index
+
+    def __getitem__(self, name: str) -> onnx.NodeProto:
+        return self._index.graph.node[self._index.producer[name]]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index.producer)
+
+    def __len__(self) -> int:
+        return len(self._index.producer)
+
+
+class _DeclaredDims(Mapping[str, Dims]):
+    """The dims of the graph's values: its inputs', its initializers', the converter's."""
+
+    def __init__(self, index: GraphIndex, converted: ConverterTypes) -> None:
+        self._index = index
+        self._typed = {info.name: info for info in converted.value_info}
+
+    def __getitem__(self, name: str) -> Dims:
+        index = self._index
+        if name in index.initializers:
+            return list(index.graph.initializer[index.initializers[name]].dims)
+        info = self._typed.get(name)
+        if info is None and name in index.inputs:
+            info = index.graph.input[index.inputs.index(name)]
+        dims = None if info is None else dims_of(info.type)
+        if dims is None:
+            raise KeyError(name)
+        return dims
+
+    def __iter__(self) -> Iterator[str]:
+        return iter({*self._index.initializers, *self._typed, *self._index.inputs})
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def _converter_facts(
+    model: onnx.ModelProto, index: GraphIndex, converted: ConverterTypes
+) -> GraphFacts:
+    """The upgraded graph as the converter typed it, for a walk back from a target."""
+    graph = index.graph
+
+    def constant(name: str) -> PartialValue | None:
+        position = index.initializers.get(name)
+        tensor = None if position is None else graph.initializer[position]
+        if tensor is None or len(tensor.dims) > 1 or math.prod(tensor.dims) > MAX_ELEMENTS:
+            return None
+        return from_array(numpy_helper.to_array(tensor))
+
+    producer = _NodesByOutput(index)
+    shapes = _DeclaredDims(index, converted)
+    imports = model.opset_import
+    opset = next((o.version for o in imports if o.domain in DEFAULT_DOMAINS), None)
+    values = ValuesOnDemand(producer, constant, shapes.get, opset=opset)
+    return GraphFacts(producer, index.initializers.keys(), shapes, values)

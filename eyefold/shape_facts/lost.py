@@ -15,10 +15,12 @@ pinned, makes the shape static.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from typing import Protocol
 
 import onnx
 
+from eyefold.core.domains import DEFAULT_DOMAINS
 from eyefold.core.metadata_keys import SHAPE_LOST_KEY
 from eyefold.shape_facts.evaluate import evaluable
 from eyefold.shape_facts.op_shapes import (
@@ -34,11 +36,14 @@ from eyefold.shape_facts.rounds import (
     shape_table,
     small_constants,
 )
-from eyefold.shape_facts.values import RULES, propagate, slice_positions
+from eyefold.shape_facts.values import RULES, PartialValue, ValuesOnDemand, slice_positions
 
 __all__ = [
     "SHAPE_LOST_KEY",
+    "GraphFacts",
     "ShapeLoss",
+    "ValueLookup",
+    "copy_for_static_dims",
     "input_loss",
     "losses",
     "static_dims_used",
@@ -113,31 +118,84 @@ def input_loss(name: str, dims: Dims) -> ShapeLoss:
     return ShapeLoss(name, None, None, _dims_text(dims, unknown, pinnable=True))
 
 
+class ValueLookup(Protocol):
+    """Where the walk reads a shape value: a dict, or :class:`ValuesOnDemand`."""
+
+    def get(self, name: str, /) -> PartialValue | None:
+        """The value of ``name``, or None when it is not known."""
+
+
+@dataclasses.dataclass(frozen=True)
+class GraphFacts:
+    """What a walk back reads of a graph.
+
+    Attributes:
+        producer: the node making each value, by the value's name.
+        constants: the names of the graph's initializers.
+        shapes: the dims of the values, by name.
+        values: the shape values known, by name.
+    """
+
+    producer: Mapping[str, onnx.NodeProto]
+    constants: Collection[str]
+    shapes: Mapping[str, Dims]
+    values: ValueLookup
+
+    @classmethod
+    def of(cls, inference: Inference) -> GraphFacts:
+        """The facts of the last round of an inference."""
+        graph = inference.model.graph
+        return cls(
+            {o: n for n in graph.node for o in n.output if o},
+            {t.name for t in graph.initializer},
+            inference.shapes,
+            inference.values,
+        )
+
+    @classmethod
+    def before_rounds(cls, built: onnx.ModelProto, inference: Inference) -> GraphFacts:
+        """The facts of a slice as built, with the dims the inference found.
+
+        ``built`` is a copy taken before the rounds changed the slice; its values are
+        computed where the walk reads them.
+        """
+        graph = built.graph
+        producer = {o: n for n in graph.node for o in n.output if o}
+        shapes = {**shape_table(graph), **shape_table(inference.model.graph)}
+        opset = next(
+            (o.version for o in built.opset_import if o.domain in DEFAULT_DOMAINS), None
+        )
+        constants = small_constants(graph)
+        values = ValuesOnDemand(producer, constants.get, shapes.get, opset=opset)
+        return cls(producer, {t.name for t in graph.initializer}, shapes, values)
+
+
 class _Walk:
-    """The facts of one inference, asked what is known and where a need leads.
+    """The facts of one graph, asked what is known and where a need leads.
 
     ``every_part``: follow every dim and element, known or not, to find what a static
     shape was computed from (only constants end a path); otherwise only the unknown ones,
-    to find where a shape was lost.
+    to find where a shape was lost (``model``: the inferred slice, run again with dims
+    pinned to see whether pinning them helps).
     """
 
     def __init__(
         self,
-        inference: Inference,
+        facts: GraphFacts,
         model_inputs: Collection[str],
         targets: list[str],
         *,
         every_part: bool = False,
+        model: onnx.ModelProto | None = None,
     ) -> None:
-        graph = inference.model.graph
         self.every_part = every_part
-        self.model = inference.model
+        self.model = model
         self.targets = targets
         self.pinned: dict[tuple[tuple[str, tuple[int, ...]], ...], dict[str, Dims]] = {}
-        self.shapes = inference.shapes
-        self.values = inference.values
-        self.constants = {t.name for t in graph.initializer}
-        self.producer = {o: n for n in graph.node for o in n.output if o}
+        self.shapes = facts.shapes
+        self.values = facts.values
+        self.constants = facts.constants
+        self.producer = facts.producer
         self.model_inputs = set(model_inputs)
 
     def follows(self, dim: object) -> bool:
@@ -193,6 +251,8 @@ class _Walk:
         return _static(self.pinned[key].get(target))
 
     def _infer_pinned(self, pins: dict[str, tuple[int, ...]]) -> dict[str, Dims]:
+        if self.model is None:
+            return {}
         model = onnx.ModelProto()
         model.CopyFrom(self.model)
         graph = model.graph
@@ -716,7 +776,7 @@ def losses(
     unresolved = [t for t in targets if not _static(inference.shapes.get(t))]
     if not unresolved:
         return {}
-    walk = _Walk(inference, model_inputs, unresolved)
+    walk = _Walk(GraphFacts.of(inference), model_inputs, unresolved, model=inference.model)
     found = {target: _walk_back(walk, target) for target in unresolved}
     return {target: loss for target, loss in found.items() if loss is not None}
 
@@ -801,11 +861,26 @@ def _walk_back(walk: _Walk, target: str) -> ShapeLoss | None:
     return stops[0][1] if stops else None
 
 
+def copy_for_static_dims(
+    proto: onnx.ModelProto, inputs: Collection[str]
+) -> onnx.ModelProto | None:
+    """A copy of a slice before the rounds change it, for :func:`static_dims_used`.
+
+    None when none of its ``inputs`` (the model's own) has a static dim: nothing can be
+    baked in, and no copy is made.
+    """
+    names = set(inputs)
+    for info in proto.graph.input:
+        dims = info.type.tensor_type.shape.dim
+        if info.name in names and any(d.HasField("dim_value") for d in dims):
+            copy = onnx.ModelProto()
+            copy.CopyFrom(proto)
+            return copy
+    return None
+
+
 def static_dims_used(
-    built: onnx.ModelProto,
-    inference: Inference,
-    targets: Collection[str],
-    model_inputs: Collection[str],
+    facts: GraphFacts, targets: Collection[str], model_inputs: Collection[str]
 ) -> dict[str, list[str]]:
     """For each target whose shape is static, the graph inputs it bakes in.
 
@@ -816,19 +891,13 @@ def static_dims_used(
     in. A target whose walk runs out of steps is left out (nothing is claimed).
 
     Args:
-        built: the slice as it was built, before the rounds replaced the values they
-            computed by constants (the walk must see what those were computed from).
-        inference: what the rounds found on it.
+        facts: the graph as it was built, before the rounds replaced the values they
+            computed by constants (the walk must see what those were computed from),
+            with the dims the inference found (:meth:`GraphFacts.before_rounds`).
         targets: the values whose shapes to follow.
-        model_inputs: the slice inputs that are the model's own graph inputs.
+        model_inputs: the graph inputs that are the model's own.
     """
-    static = [t for t in targets if _static(inference.shapes.get(t))]
-    if not static:
-        return {}
-    shapes = {**shape_table(built.graph), **shape_table(inference.model.graph)}
-    opset = next((o.version for o in built.opset_import if o.domain in ("", "ai.onnx")), None)
-    values = propagate(built.graph.node, small_constants(built.graph), shapes.get, opset=opset)
-    facts = Inference(built, shapes, values, inference.rounds)
+    static = [t for t in targets if _static(facts.shapes.get(t))]
     walk = _Walk(facts, model_inputs, static, every_part=True)
     used: dict[str, list[str]] = {}
     for target in static:

@@ -18,13 +18,22 @@ nodes the targets depend on); it is changed in place.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 import onnx
 from onnx import numpy_helper
 
+from eyefold.core.weightless import LargeTensor
 from eyefold.shape_facts.values import PartialValue, from_array, propagate
 
-__all__ = ["MAX_ROUNDS", "Inference", "infer_with_values", "shape_table", "small_constants"]
+__all__ = [
+    "MAX_ROUNDS",
+    "Inference",
+    "dims_of",
+    "infer_with_values",
+    "shape_table",
+    "small_constants",
+]
 
 # Each round replaces at least one node by a constant; real chains need two to four.
 MAX_ROUNDS = 16
@@ -53,7 +62,8 @@ class Inference:
     computed: list[str] = dataclasses.field(default_factory=list)
 
 
-def _dims(type_proto: onnx.TypeProto) -> Dims | None:
+def dims_of(type_proto: onnx.TypeProto) -> Dims | None:
+    """The dims a type declares (ints, names, None), or None when it declares no shape."""
     tensor = type_proto.tensor_type
     if not type_proto.HasField("tensor_type") or not tensor.HasField("shape"):
         return None
@@ -67,7 +77,7 @@ def shape_table(graph: onnx.GraphProto) -> dict[str, Dims]:
     """The dims of every value of ``graph`` that has a shape (inputs, value_info, outputs)."""
     table: dict[str, Dims] = {t.name: list(t.dims) for t in graph.initializer}
     for info in [*graph.input, *graph.value_info, *graph.output]:
-        dims = _dims(info.type)
+        dims = dims_of(info.type)
         if dims is not None:
             table[info.name] = dims
     return table
@@ -77,7 +87,7 @@ def _target_dims(graph: onnx.GraphProto, targets: set[str]) -> dict[str, Dims]:
     """The dims of the targets only: the common case, every target static, reads no more."""
     table: dict[str, Dims] = {}
     for info in [*graph.value_info, *graph.output]:
-        if info.name in targets and (dims := _dims(info.type)) is not None:
+        if info.name in targets and (dims := dims_of(info.type)) is not None:
             table[info.name] = dims
     return table
 
@@ -138,12 +148,17 @@ def _write_constants(
 
 
 def infer_with_values(
-    model: onnx.ModelProto, targets: list[str], *, max_rounds: int = MAX_ROUNDS
+    model: onnx.ModelProto,
+    targets: list[str],
+    *,
+    max_rounds: int = MAX_ROUNDS,
+    large: Mapping[str, LargeTensor] | None = None,
 ) -> Inference:
     """Infers the shapes of ``targets`` (main-graph values); ``model`` is changed in place.
 
     Between rounds of onnx's inference, the shape values it did not propagate are computed
-    and written into ``model`` as constants.
+    and written into ``model`` as constants. ``large``: the tensors the slice declares as
+    typed inputs, of which a shape chain may read a few elements.
 
     Raises:
         Exception: what onnx's inference raises (several unrelated types).
@@ -160,7 +175,11 @@ def infer_with_values(
             return Inference(inferred, found, {}, round_number, computed)
         shapes = shape_table(inferred.graph)
         values = propagate(
-            inferred.graph.node, small_constants(inferred.graph), shapes.get, opset=opset
+            inferred.graph.node,
+            small_constants(inferred.graph),
+            shapes.get,
+            opset=opset,
+            large=large,
         )
         result = Inference(inferred, shapes, values, round_number, computed)
         useful = _read_where_unknown(inferred.graph, shapes)

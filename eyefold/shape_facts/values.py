@@ -28,9 +28,18 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from eyefold.core.weightless import LargeTensor
 from eyefold.shape_facts.evaluate import evaluate
 
-__all__ = ["MAX_ELEMENTS", "PartialValue", "ShapeLookup", "from_array", "propagate"]
+__all__ = [
+    "MAX_ELEMENTS",
+    "MAX_ON_DEMAND",
+    "PartialValue",
+    "ShapeLookup",
+    "ValuesOnDemand",
+    "from_array",
+    "propagate",
+]
 
 # Shape values are short: longer tensors are not followed.
 MAX_ELEMENTS = 64
@@ -284,20 +293,78 @@ def slice_positions(length: int, start: int, end: int, step: int) -> list[int]:
     return list(range(start, end, step))
 
 
-def _slice(node: _Node) -> PartialValue | None:
-    data = node.inputs[0]
+def _slice_picks(node: _Node, length: int) -> list[int] | None:
+    """The positions a Slice of a 1-D tensor of ``length`` picks, when its bounds are known."""
     given = [v.ints() if v is not None else None for v in node.inputs[1:5]]
     given += [None] * (4 - len(given))
     starts, ends, axes, steps = given
     names = node.proto.input
     axes = axes if len(names) > 3 and names[3] else [0]
     steps = steps if len(names) > 4 and names[4] else [1]
-    if data is None or data.scalar or starts is None or ends is None:
+    if starts is None or ends is None:
         return None
     if axes not in ([0], [-1]) or steps is None or len(steps) != 1 or steps[0] == 0:
         return None
-    positions = slice_positions(len(data.items), starts[0], ends[0], steps[0])
+    return slice_positions(length, starts[0], ends[0], steps[0])
+
+
+def _slice(node: _Node) -> PartialValue | None:
+    data = node.inputs[0]
+    if data is None or data.scalar:
+        return None
+    positions = _slice_picks(node, len(data.items))
+    if positions is None:
+        return None
     return PartialValue(data.dtype, False, tuple(data.items[i] for i in positions))
+
+
+def _gather_picks(node: _Node, dims: tuple[int, ...]) -> tuple[list[int], bool] | None:
+    """The flat positions a Gather at known indices picks from a tensor of ``dims``.
+
+    With whether the result is a scalar; None unless the result is a shape value (rank 0
+    or 1) and every index is in range.
+    """
+    indices = node.inputs[1] if len(node.inputs) > 1 else None
+    picked = indices.ints() if indices is not None else None
+    rank = len(dims)
+    axis = int(node.attr("axis", 0))  # type: ignore[call-overload]
+    axis = axis + rank if axis < 0 else axis
+    if picked is None or indices is None or not 0 <= axis < rank:
+        return None
+    if not all(-dims[axis] <= i < dims[axis] for i in picked):
+        return None
+    picked = [i % dims[axis] for i in picked]
+    if rank == 1:
+        return picked, indices.scalar
+    if rank == 2 and indices.scalar:  # a row (axis 0) or a column (axis 1)
+        if axis == 0:
+            return [picked[0] * dims[1] + j for j in range(dims[1])], False
+        return [j * dims[1] + picked[0] for j in range(dims[0])], False
+    return None
+
+
+def _read_large(node: _Node, tensor: LargeTensor) -> PartialValue | None:
+    """The few elements a Gather or a Slice with known settings reads of a large tensor.
+
+    Only the positions picked are read (:class:`~eyefold.core.weightless.LargeTensor`).
+    """
+    op, dims = node.proto.op_type, tensor.dims
+    scalar = False
+    if op == "Gather":
+        found = _gather_picks(node, dims)
+        if found is None:
+            return None
+        positions, scalar = found
+    elif op == "Slice" and len(dims) == 1:
+        positions = _slice_picks(node, dims[0])
+    else:
+        return None
+    if positions is None or len(positions) > MAX_ELEMENTS:
+        return None
+    array = tensor.read(np.array(positions, dtype=np.int64))
+    if array is None:
+        return None
+    return from_array(array.reshape(()) if scalar else array)
 
 
 def _expand(node: _Node) -> PartialValue | None:
@@ -390,12 +457,38 @@ def _evaluated(
     return [None if array is None else from_array(array) for array in found]
 
 
+def _outputs(
+    proto: onnx.NodeProto,
+    inputs: list[PartialValue | None],
+    shape_of: ShapeLookup,
+    opset: int,
+    large: Mapping[str, LargeTensor],
+) -> list[tuple[str, PartialValue]]:
+    """The values of ``proto``'s outputs that are computed from its inputs' values."""
+    if proto.domain not in ("", "ai.onnx"):
+        return []
+    single = len(proto.output) == 1
+    if proto.input and proto.input[0] in large and single:
+        read = _read_large(_Node(proto, inputs, shape_of), large[proto.input[0]])
+        return [] if read is None else [(proto.output[0], read)]
+    rule = RULES.get(proto.op_type)
+    if rule is not None and single:
+        found = rule(_Node(proto, inputs, shape_of))
+        if found is not None and len(found.items) <= MAX_ELEMENTS:
+            return [(proto.output[0], found)]
+    if proto.op_type == "Constant":
+        return []
+    computed = zip(proto.output, _evaluated(proto, inputs, opset), strict=False)
+    return [(name, value) for name, value in computed if name and value is not None]
+
+
 def propagate(
     nodes: Sequence[onnx.NodeProto],
     constants: Mapping[str, PartialValue],
     shape_of: ShapeLookup,
     *,
     opset: int | None = None,
+    large: Mapping[str, LargeTensor] | None = None,
 ) -> dict[str, PartialValue]:
     """The value of every output the rules compute, in one pass over sorted ``nodes``.
 
@@ -407,21 +500,79 @@ def propagate(
         constants: values already known (small initializers), by name.
         shape_of: a value's inferred dims (ints, names, None) or None when unknown.
         opset: the model's default-domain opset (None: the newest onnx knows).
+        large: the tensors the slice left out (typed inputs there), by name: a Gather or
+            a Slice of one gets the few elements it reads.
     """
     opset = opset or onnx.defs.onnx_opset_version()
     values = dict(constants)
     for proto in nodes:
-        if proto.domain not in ("", "ai.onnx"):
-            continue
-        rule = RULES.get(proto.op_type)
         inputs = [values.get(name) if name else None for name in proto.input]
-        if rule is not None and len(proto.output) == 1:
-            found = rule(_Node(proto, inputs, shape_of))
-            if found is not None and len(found.items) <= MAX_ELEMENTS:
-                values[proto.output[0]] = found
-                continue
-        if proto.op_type == "Constant":
-            continue
-        computed = zip(proto.output, _evaluated(proto, inputs, opset), strict=False)
-        values.update({name: value for name, value in computed if name and value is not None})
+        values.update(_outputs(proto, inputs, shape_of, opset, large or {}))
     return values
+
+
+# The most nodes one :class:`ValuesOnDemand` computes: a walk reads short shape chains.
+MAX_ON_DEMAND = 4096
+
+
+class ValuesOnDemand:
+    """The values :func:`propagate` finds, computed only for the names asked for.
+
+    A walk back from one value reads a few Reshape targets, Gather indices and Slice
+    bounds of a graph that may be long: each is computed from its producers, and only
+    values the shapes say are small (rank 0 or 1, at most :data:`MAX_ELEMENTS`) are
+    followed further back.
+    """
+
+    def __init__(
+        self,
+        producer: Mapping[str, onnx.NodeProto],
+        constant: Callable[[str], PartialValue | None],
+        shape_of: ShapeLookup,
+        *,
+        opset: int | None = None,
+    ) -> None:
+        self._producer = producer
+        self._constant = constant
+        self._shape_of = shape_of
+        self._opset = opset or onnx.defs.onnx_opset_version()
+        self._found: dict[str, PartialValue | None] = {}
+        self._budget = MAX_ON_DEMAND
+
+    def _small(self, name: str) -> bool:
+        dims = self._shape_of(name)
+        if dims is None:
+            return True  # unknown: may be a shape value
+        return (
+            len(dims) <= 1
+            and all(isinstance(d, int) for d in dims)
+            and (
+                not dims or dims[0] <= MAX_ELEMENTS  # type: ignore[operator]
+            )
+        )
+
+    def get(self, name: str) -> PartialValue | None:
+        """``name``'s value, or None when it is not known (or too far to compute)."""
+        stack, visiting = [name], set[str]()
+        while stack:
+            current = stack[-1]
+            if current in self._found:
+                stack.pop()
+                continue
+            node = self._producer.get(current)
+            if node is None or not self._small(current) or self._budget <= 0:
+                self._found[current] = None if node is not None else self._constant(current)
+                stack.pop()
+                continue
+            missing = [n for n in node.input if n and n not in self._found]
+            if missing and current not in visiting:
+                visiting.add(current)
+                stack.extend(missing)
+                continue  # come back once they are known (a cycle leaves them unknown)
+            self._budget -= 1
+            inputs = [self._found.get(n) if n else None for n in node.input]
+            computed = dict(_outputs(node, inputs, self._shape_of, self._opset, {}))
+            for output in node.output:
+                self._found[output] = computed.get(output)
+            stack.pop()
+        return self._found[name]

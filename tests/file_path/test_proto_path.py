@@ -308,7 +308,7 @@ def test_sinks_stay_narrow_for_a_fold_of_thousands() -> None:
     model = generate.opset9(600 * 14)
     converted = upgrade_proto(model, 22)
     index = scan_model(model)
-    inferred = infer_undeclared_inputs(model, index, converted)
+    inferred, _ = infer_undeclared_inputs(model, index, converted)
     hood = build_neighbourhood(model, index, choose_nodes(index, inferred), "", inferred)
     assert len(hood.sink_names) == 2 * 600
     assert len(hood.sinks) == -(-len(hood.sink_names) // SINK_WIDTH)
@@ -374,9 +374,9 @@ def test_converter_types_spare_the_second_inference(monkeypatch) -> None:
     calls: list[int] = []
     real = infer_inputs.infer_with_values
 
-    def spy(proto, targets):
+    def spy(proto, targets, **options):
         calls.append(len(targets))
-        return real(proto, targets)
+        return real(proto, targets, **options)
 
     monkeypatch.setattr(infer_inputs, "infer_with_values", spy)
     plain = generate.opset9(140)
