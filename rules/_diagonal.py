@@ -11,6 +11,10 @@ Slice with step ``cols + 1`` picks the ``L`` diagonal elements; a Pad adds the z
 sum had at the positions the diagonal does not reach, so the value replaced keeps its
 shape and every later node (the exporter's Slice or GatherND) reads what it read before.
 
+The mask may also be dynamo's Range/Equal identity (:mod:`eyefold.core.range_identity`),
+which is what dynamo exports ``(x * torch.eye(x.shape[-1])).sum(-1)`` with: an EyeLike
+with k=0 whose rows and cols are its size, under the same conditions.
+
 ``diagonal_int`` (exact) and ``diagonal_float`` (relaxed) differ only in the element
 types they accept; both subclass :class:`MaskedSumDiagonalBase`.
 """
@@ -23,6 +27,7 @@ import onnx_ir as ir
 
 from eyefold.core.domains import DEFAULT_DOMAINS
 from eyefold.core.eyelike_types import EYELIKE_TYPES_OPSET_22
+from eyefold.core.range_identity import RangeIdentity, range_identity
 from eyefold.core.rule_spec import (
     CheckResult,
     Exactness,
@@ -74,7 +79,8 @@ _REACH = Reach(
     reads_operands=frozenset({"Mul"}),
 )
 
-Item = int | tuple[ir.Value, int]
+# A dim of a shape: a number, a dim of a value (value, axis), or a named symbol.
+Item = int | ir.SymbolicDim | tuple[ir.Value, int]
 
 
 def _int_constant(value: ir.Value | None) -> list[int] | None:
@@ -207,8 +213,8 @@ def _same_dim(item: Item, target: ir.Value, axis: int) -> bool:
     """True when ``item`` provably equals dim ``axis`` of ``target``."""
     for value, index in _aliases(target, axis):
         known = _dim_of(value, index)
-        if isinstance(item, int):
-            if isinstance(known, int) and known == item:
+        if isinstance(item, int | ir.SymbolicDim):
+            if known is not None and same_dim(known, item):
                 return True
             continue
         if item[0] is value and item[1] == index:
@@ -219,14 +225,25 @@ def _same_dim(item: Item, target: ir.Value, axis: int) -> bool:
     return False
 
 
-def _mask_eyelike(mask: ir.Value) -> ir.Node | str:
-    """The EyeLike behind the mask operand (through one Cast or CastLike), or why not."""
-    node = mask.producer()
-    if node is not None and node.op_type in ("Cast", "CastLike"):
+def _mask_eyelike(mask: ir.Value) -> ir.Node | RangeIdentity | str:
+    """The EyeLike or Range identity behind the mask operand, or why not.
+
+    Read through one Cast or CastLike; dynamo's Range/Equal identity
+    (:mod:`eyefold.core.range_identity`) is an EyeLike with k=0 of its size.
+    """
+    for _ in range(2):
+        found = range_identity(mask)
+        if found is not None:
+            if len(mask.uses()) != 1 or mask.is_graph_output():
+                return "the mask is used twice; the rule rewrites only a mask it removes"
+            return found
+        node = mask.producer()
+        if node is None or node.op_type not in ("Cast", "CastLike") or node.inputs[0] is None:
+            break
         if len(mask.uses()) != 1:
             return "the mask is used twice; the rule rewrites only a mask it removes"
         mask = node.inputs[0]
-        node = mask.producer() if mask is not None else None
+    node = mask.producer()
     if node is None or node.op_type != "EyeLike" or node.domain not in DEFAULT_DOMAINS:
         return Mismatch("no EyeLike mask")
     if len(mask.uses()) != 1 or mask.is_graph_output():
@@ -300,9 +317,13 @@ def plan_diagonal(
         if isinstance(eye, str):
             reasons.append(eye)
             continue
-        if (runtime := legalized_for(eye)) is not None:
-            return f"the mask was legalized for {runtime}"
-        k = eyelike_k(eye)
+        if isinstance(eye, RangeIdentity):
+            k: int | None = 0
+            items: list[Item] | None = [eye.size, eye.size]
+        else:
+            if (runtime := legalized_for(eye)) is not None:
+                return f"the mask was legalized for {runtime}"
+            k, items = eyelike_k(eye), _mask_items(eye)
         rank = _rank(data)
         if k is None or rank is None or rank < 2:
             return "the mask's k or the data's rank is unknown"
@@ -311,7 +332,6 @@ def plan_diagonal(
             if mul_type is None:
                 return "the element type of the data is unknown"
             return Mismatch(f"element type {mul_type.name} is not one this rule handles")
-        items = _mask_items(eye)
         if items is None or len(items) != 2:
             return "the mask's shape is not known to be two dims of the data"
         if not (_same_dim(items[0], data, rank - 2) and _same_dim(items[1], data, rank - 1)):

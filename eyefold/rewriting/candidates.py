@@ -53,12 +53,6 @@ def _is_identity_constant(value: ir.Value, dtypes: frozenset[ir.DataType]) -> bo
     return len(dims) == 2 and dims[0] == dims[1] and is_identity_array(tensor.numpy())
 
 
-def _is_range_identity(value: ir.Value, dtypes: frozenset[ir.DataType]) -> bool:
-    """Dynamo's Range/Equal identity (:mod:`eyefold.core.range_identity`) of ``dtypes``."""
-    found = range_identity(value)
-    return found is not None and found.dtype in dtypes
-
-
 def _downstream(node: ir.Node, seen: set[int], depth: int) -> list[ir.Node]:
     """Consumers of ``node`` up to ``depth`` levels down, the deepest level first.
 
@@ -100,10 +94,10 @@ def candidate_roots(
 ) -> dict[int, list[ir.Node]] | None:
     """Candidate root nodes per graph body (keyed by id), in graph order of discovery.
 
-    Roots are the consumers of EyeLike outputs (up to the deepest of the rules' reaches
-    down) and the EyeLike nodes, plus the consumers of constants of the rules' constant
-    types equal to an identity matrix and of dynamo's Range/Equal identities of those
-    types. A consumer may sit in a subgraph of the graph that
+    Roots are the consumers of EyeLike outputs and of dynamo's Range/Equal identities (up
+    to the deepest of the rules' reaches down) and the EyeLike nodes, plus the consumers
+    of constants of the rules' constant types equal to an identity matrix. A consumer
+    may sit in a subgraph of the graph that
     holds the anchor, so roots are grouped by the graph they actually belong to. None
     when no EyeLike or identity constant has a neighbour a rule looks at.
     """
@@ -127,10 +121,12 @@ def candidate_roots(
                 anchors.extend(
                     v for v in node.outputs if _is_identity_constant(v, constant_dtypes)
                 )
-            elif constant_dtypes and node.op_type in RANGE_IDENTITY_OPS:
-                anchors.extend(
-                    v for v in node.outputs if _is_range_identity(v, constant_dtypes)
-                )
+            elif node.op_type in RANGE_IDENTITY_OPS and range_identity(node.outputs[0]):
+                # Built at run time as an EyeLike is: its consumers are tried as an
+                # EyeLike's are (a masked sum reads it as its mask), and a rule taking
+                # identity constants of its type reads it as one.
+                anchors.append(node.outputs[0])
+                roots.extend(_downstream(node, walked, depth))
         if constant_dtypes and isinstance(scope.graph, ir.Graph):
             anchors.extend(
                 v
