@@ -470,7 +470,8 @@ def _outputs(
     single = len(proto.output) == 1
     if proto.input and proto.input[0] in large and single:
         read = _read_large(_Node(proto, inputs, shape_of), large[proto.input[0]])
-        return [] if read is None else [(proto.output[0], read)]
+        if read is not None:
+            return [(proto.output[0], read)]
     rule = RULES.get(proto.op_type)
     if rule is not None and single:
         found = rule(_Node(proto, inputs, shape_of))

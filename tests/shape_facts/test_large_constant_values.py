@@ -152,3 +152,37 @@ def test_an_index_out_of_the_table_stays_unknown(tmp_path):
             node.attribute[0].t.CopyFrom(numpy_helper.from_array(np.array(ROWS * 2, np.int64)))
     result = eyefold.optimize_with_report(ir.serde.deserialize_model(model))
     assert result.report.nodes[0].action != "folded"
+
+
+def test_the_shape_of_a_large_tensor_is_still_its_dims(tmp_path):
+    # ``torch.eye(table.shape[0] // 65536)``: onnx's inference does not propagate Div, so
+    # eyefold computes the chain, the Shape from the table's dims (no element read).
+    nodes = [
+        helper.make_node(
+            "Constant", [], ["table"], value=numpy_helper.from_array(_table(), "table")
+        ),
+        helper.make_node("Shape", ["table"], ["dims"]),
+        _const("first", 0),
+        helper.make_node("Gather", ["dims", "first"], ["rows"], axis=0),
+        _const("block", 65536),
+        helper.make_node("Div", ["rows", "block"], ["n"]),
+        _const("axes", [0]),
+        helper.make_node("Unsqueeze", ["n", "axes"], ["n_1"]),
+        helper.make_node("Concat", ["n_1", "n_1"], ["size"], axis=0),
+        helper.make_node("ConstantOfShape", ["size"], ["zeros"]),
+        helper.make_node("EyeLike", ["zeros"], ["eye"], name="eye", dtype=TensorProto.FLOAT),
+        helper.make_node("Add", ["x", "eye"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "table_shape_eye",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, None])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    source, output, report = tmp_path / "m.onnx", tmp_path / "o.onnx", tmp_path / "r.json"
+    onnx.save(model, source)
+    assert main(["optimize", str(source), str(output), "-q", "--report", str(report)]) == 0
+    (node,) = json.loads(report.read_text())["nodes"]
+    assert (node["action"], node["shape"]) == ("folded", [ROWS // 65536] * 2), node
