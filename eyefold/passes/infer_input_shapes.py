@@ -199,7 +199,7 @@ def _learn(model: ir.Model, operands: RuleOperands | None = None) -> _Learned:
         lost = losses(inference, [t.name or "" for t in sources], inputs)
         learned.losses.extend((t, lost[t.name]) for t in sources if t.name in lost)
         if built is not None:
-            facts = GraphFacts.before_rounds(built, inference)
+            facts = GraphFacts.before_rounds(built, inference, sliced.large)
             used = static_dims_used(facts, [t.name or "" for t in sources], inputs)
             learned.baked_in.extend((t, used[t.name]) for t in sources if t.name in used)
     return learned

@@ -217,14 +217,18 @@ def infer_undeclared_inputs(
     if not targets:
         return {}, {}
     typed = _typed_before_slicing(index, targets, converted)
+    sliced = None
     if typed is None:
         sliced = _slice(index, targets)
         typed = _typed_by_converter(index, sliced, targets, converted)
     if typed is not None:
         assert converted is not None  # only the converter's types are taken unsliced
         facts = _converter_facts(model, index, converted)
-        return typed, static_dims_used(facts, list(typed), index.inputs)
-    proto, large = _slice_model(model, index, sliced, targets)
+        used = static_dims_used(facts, list(typed), index.inputs)
+        if not any(used.values()):
+            return typed, used
+        # The walk reached static input dims: the slice's inference checks them.
+    proto, large = _slice_model(model, index, sliced or _slice(index, targets), targets)
     inputs = [info.name for info in index.graph.input]
     built = copy_for_static_dims(proto, inputs)
     try:
@@ -239,7 +243,7 @@ def infer_undeclared_inputs(
     }
     if built is None:
         return declared, {}
-    facts = GraphFacts.before_rounds(built, inference)
+    facts = GraphFacts.before_rounds(built, inference, large)
     return declared, static_dims_used(facts, list(declared), inputs)
 
 

@@ -22,6 +22,7 @@ import onnx
 
 from eyefold.core.domains import DEFAULT_DOMAINS
 from eyefold.core.metadata_keys import SHAPE_LOST_KEY
+from eyefold.core.weightless import LargeTensor
 from eyefold.shape_facts.evaluate import evaluable
 from eyefold.shape_facts.op_shapes import (
     BROADCASTING,
@@ -134,12 +135,17 @@ class GraphFacts:
         constants: the names of the graph's initializers.
         shapes: the dims of the values, by name.
         values: the shape values known, by name.
+        built: the slice as built, to infer again with an input's dims freed (None:
+            the walk's answer is not checked).
+        large: the tensors the slice declares as typed inputs, for that inference.
     """
 
     producer: Mapping[str, onnx.NodeProto]
     constants: Collection[str]
     shapes: Mapping[str, Dims]
     values: ValueLookup
+    built: onnx.ModelProto | None = None
+    large: Mapping[str, LargeTensor] | None = None
 
     @classmethod
     def of(cls, inference: Inference) -> GraphFacts:
@@ -153,7 +159,12 @@ class GraphFacts:
         )
 
     @classmethod
-    def before_rounds(cls, built: onnx.ModelProto, inference: Inference) -> GraphFacts:
+    def before_rounds(
+        cls,
+        built: onnx.ModelProto,
+        inference: Inference,
+        large: Mapping[str, LargeTensor] | None = None,
+    ) -> GraphFacts:
         """The facts of a slice as built, with the dims the inference found.
 
         ``built`` is a copy taken before the rounds changed the slice; its values are
@@ -167,7 +178,8 @@ class GraphFacts:
         )
         constants = small_constants(graph)
         values = ValuesOnDemand(producer, constants.get, shapes.get, opset=opset)
-        return cls(producer, {t.name for t in graph.initializer}, shapes, values)
+        initializers = {t.name for t in graph.initializer}
+        return cls(producer, initializers, shapes, values, built, large)
 
 
 class _Walk:
@@ -904,15 +916,46 @@ def static_dims_used(
         reached = _follow(walk, target)
         if not reached.complete:
             continue
-        names = {
-            need.name
-            for need in reached.inputs
-            if need.kind == "shape"
-            and need.name in walk.model_inputs
-            and _declares_static(walk.shapes.get(need.name), need.parts)
-        }
-        used[target] = sorted(names)
+        read: dict[str, _Need] = {}
+        for need in reached.inputs:
+            if need.kind == "shape" and need.name in walk.model_inputs:
+                read[need.name] = _merged(read.get(need.name), need)
+        used[target] = sorted(
+            name
+            for name, need in read.items()
+            if _declares_static(walk.shapes.get(name), need.parts)
+            and not _static_without(facts, target, name, need.parts)
+        )
     return used
+
+
+def _static_without(
+    facts: GraphFacts, target: str, name: str, parts: tuple[int, ...] | None
+) -> bool:
+    """Whether ``target``'s shape stays the same with ``name``'s static dims freed.
+
+    Freed: those among ``parts`` declared symbolic; then the fold does not rest on them.
+    A walk follows every operand of a broadcast (``where(mask, H, eye(3).expand_as(H))``
+    reads H's 3 and the literal's), so what it reaches is checked by running the
+    inference again with those dims freed. Without the slice, or when the inference
+    fails, the dims are taken as used.
+    """
+    if facts.built is None:
+        return False
+    model = onnx.ModelProto()
+    model.CopyFrom(facts.built)
+    for info in model.graph.input:
+        if info.name != name:
+            continue
+        dims = info.type.tensor_type.shape.dim
+        for position in range(len(dims)) if parts is None else parts:
+            if 0 <= position < len(dims) and dims[position].HasField("dim_value"):
+                dims[position].dim_param = f"eyefold_free_{position}_of_{name}"
+    try:
+        found = infer_with_values(model, [target], large=facts.large).shapes.get(target)
+    except Exception:  # onnx raises several unrelated types; then nothing is claimed
+        return False
+    return found == facts.shapes.get(target)
 
 
 def _declares_static(dims: Dims | None, parts: tuple[int, ...] | None) -> bool:

@@ -667,15 +667,51 @@ def _sized_by_input_model() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
 
+def _safe_inverse_model() -> onnx.ModelProto:
+    """kornia's ``safe_inverse_with_mask`` as TorchScript exports it for ``H: [B, 3, 3]``:
+    ``H_safe = where(mask, H, torch.eye(3).expand_as(H))``, then
+    ``torch.eye(H_safe.shape[-1])``. The Where broadcasts H's 3 with the literal's, and
+    H of [B, M, M] gives the same 3: nothing of H is baked in."""
+    eye, zero = np.eye(3, dtype=np.float32), np.array(0, np.float32)
+    nodes = [
+        helper.make_node("Constant", [], ["eye3"], value=onnx.numpy_helper.from_array(eye)),
+        helper.make_node("Shape", ["H"], ["h_shape"]),
+        helper.make_node("Expand", ["eye3", "h_shape"], ["eyes"]),
+        helper.make_node("Constant", [], ["zero"], value=onnx.numpy_helper.from_array(zero)),
+        helper.make_node("Greater", ["H", "zero"], ["mask"]),
+        helper.make_node("Where", ["mask", "H", "eyes"], ["safe"]),
+        helper.make_node("Shape", ["safe"], ["safe_shape"]),
+        _const("last", -1),
+        helper.make_node("Gather", ["safe_shape", "last"], ["n"], axis=0),
+        _const("axes", [0]),
+        helper.make_node("Unsqueeze", ["n", "axes"], ["n_1"]),
+        helper.make_node("Concat", ["n_1", "n_1"], ["square"], axis=0),
+        helper.make_node("ConstantOfShape", ["square"], ["zeros"]),
+        helper.make_node("EyeLike", ["zeros"], ["eye"], name="eye", dtype=TensorProto.FLOAT),
+        helper.make_node("Mul", ["safe", "eye"], ["out"]),
+    ]
+    h = helper.make_tensor_value_info("H", TensorProto.FLOAT, ["B", 3, 3])
+    output = helper.make_tensor_value_info("out", TensorProto.FLOAT, ["B", 3, 3])
+    graph = helper.make_graph(nodes, "safe_inverse", [h], [output])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
 @pytest.mark.parametrize(
     ("build", "shape", "baked_in"),
     [
         (lambda: _confusion_matrix_model(["B", "H", "W"]), [4, 4], []),
         (lambda: _confusion_matrix_model([2, "H", "W"]), [4, 4], []),
         (_rotation_model, [4, 4], []),
+        (_safe_inverse_model, [3, 3], []),
         (_sized_by_input_model, [4, 4], ["x"]),
     ],
-    ids=["confusion-all-symbolic", "confusion-a-static-dim", "rotation", "sized-by-input"],
+    ids=[
+        "confusion-all-symbolic",
+        "confusion-a-static-dim",
+        "rotation",
+        "broadcast-with-a-literal",
+        "sized-by-input",
+    ],
 )
 def test_bakes_in_is_said_only_where_a_static_declared_dim_was_used(
     tmp_path, build, shape, baked_in
