@@ -15,6 +15,7 @@ import onnx_ir as ir
 from onnx.reference import ReferenceEvaluator
 
 from eyefold.core.onnx_safety import defuse_eyelike_dtype
+from eyefold.core.proto_subgraphs import nested_graphs
 
 __all__ = [
     "as_proto",
@@ -52,19 +53,9 @@ def check_model_safely(model: onnx.ModelProto | ir.Model) -> None:
 def count_ops(model: onnx.ModelProto | ir.Model, op_type: str) -> int:
     """Nodes of ``op_type`` in the main graph, all subgraphs and all functions."""
     proto = as_proto(model)
-
-    def in_graph(nodes) -> int:
-        total = 0
-        for node in nodes:
-            total += node.op_type == op_type
-            for attr in node.attribute:
-                if attr.type == onnx.AttributeProto.GRAPH:
-                    total += in_graph(attr.g.node)
-                for graph in attr.graphs:
-                    total += in_graph(graph.node)
-        return total
-
-    return in_graph(proto.graph.node) + sum(in_graph(f.node) for f in proto.functions)
+    outer = [node for body in [proto.graph, *proto.functions] for node in body.node]
+    nested = [node for graph in nested_graphs(outer) for node in graph.node]
+    return sum(node.op_type == op_type for node in [*outer, *nested])
 
 
 def _random_array(elem_type: int, shape: list[int], rng: np.random.Generator) -> np.ndarray:

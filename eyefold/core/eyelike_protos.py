@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 import onnx
 
 from eyefold.core.domains import DEFAULT_DOMAINS, function_label
-from eyefold.core.proto_subgraphs import may_hold_subgraphs
+from eyefold.core.proto_subgraphs import may_hold_subgraphs, subgraph_attributes
 from eyefold.errors import InvalidModelError
 
 __all__ = ["check_eyelike_proto", "check_model_eyelikes"]
@@ -101,8 +101,7 @@ def _graph_nodes(
         yield node, path
         if not may_hold_subgraphs(node):
             continue
-        for attr in node.attribute:
-            graphs = [attr.g] if attr.type == _A.GRAPH else attr.graphs
+        for attr, graphs in subgraph_attributes(node):
             for position, graph in enumerate(graphs):
                 label = attr.name if attr.type == _A.GRAPH else f"{attr.name}[{position}]"
                 sub = f"{path}/{node.name or f'{node.op_type}_{index}'}.{label}"

@@ -11,11 +11,13 @@ back onto the ``ir.Graph`` it came from.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import onnx
 import onnx_ir as ir
 
 from eyefold.core.onnx_safety import StandIns
+from eyefold.core.proto_subgraphs import nested_graphs, subgraph_attributes
 from eyefold.core.scopes import Scope, subgraphs_of
 from eyefold.core.weightless import (
     LargeTensor,
@@ -100,17 +102,15 @@ def _name_subgraphs(
     ir_node: ir.Node, proto_node: onnx.NodeProto, names: dict[str, ir.Graph]
 ) -> None:
     """Gives every serialized subgraph a unique name, mapped to its ir.Graph."""
-    for proto_attr in proto_node.attribute:
+    for proto_attr, proto_graphs in subgraph_attributes(proto_node):
         ir_attr = ir_node.attributes.get(proto_attr.name)
         if ir_attr is None:
             continue
         if proto_attr.type == onnx.AttributeProto.GRAPH:
-            pairs = [(ir_attr.as_graph(), proto_attr.g)]
-        elif proto_attr.type == onnx.AttributeProto.GRAPHS:
-            pairs = list(zip(ir_attr.as_graphs(), proto_attr.graphs, strict=True))
+            ir_graphs: Sequence[ir.Graph] = [ir_attr.as_graph()]
         else:
-            continue
-        for ir_graph, proto_graph in pairs:
+            ir_graphs = ir_attr.as_graphs()
+        for ir_graph, proto_graph in zip(ir_graphs, proto_graphs, strict=True):
             proto_graph.name = f"eyefold_subgraph_{len(names)}"
             names[proto_graph.name] = ir_graph
             for inner_ir, inner_proto in zip(ir_graph, proto_graph.node, strict=True):
@@ -186,15 +186,9 @@ def declared_dim_params(proto: onnx.ModelProto) -> set[str]:
     """Every dim name the slice holds before inference (the others, onnx made up)."""
     found: set[str] = set()
 
-    def visit(graph: onnx.GraphProto) -> None:
+    for graph in [proto.graph, *nested_graphs(proto.graph.node)]:
         for info in [*graph.input, *graph.output, *graph.value_info]:
             found.update(d.dim_param for d in info.type.tensor_type.shape.dim)
-        for node in graph.node:
-            for attr in node.attribute:
-                for sub in [attr.g] if attr.HasField("g") else attr.graphs:
-                    visit(sub)
-
-    visit(proto.graph)
     return found
 
 
@@ -211,18 +205,10 @@ def inferred_types(
     """What onnx inferred, by (``id()`` of the ``ir.Graph``, value name)."""
     found: dict[tuple[int, str], onnx.TypeProto] = {}
 
-    def visit(graph: onnx.GraphProto) -> None:
+    for graph in [proto.graph, *nested_graphs(proto.graph.node)]:
         ir_graph = names.get(graph.name)
         if ir_graph is not None:
             for info in [*graph.value_info, *graph.output]:
                 if info.HasField("type"):
                     found[(id(ir_graph), info.name)] = info.type
-        for node in graph.node:
-            for attr in node.attribute:
-                if attr.type == onnx.AttributeProto.GRAPH:
-                    visit(attr.g)
-                for sub in attr.graphs:
-                    visit(sub)
-
-    visit(proto.graph)
     return found

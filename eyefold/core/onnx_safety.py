@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, MutableSequence
 import onnx
 
 from eyefold.core.domains import DEFAULT_DOMAINS
+from eyefold.core.proto_subgraphs import node_subgraphs
 
 __all__ = ["StandIns", "defuse_eyelike_dtype", "restore_names", "stand_in_ops"]
 
@@ -101,12 +102,8 @@ class StandIns:
 def _rewrite_nodes(nodes: list[onnx.NodeProto], stand_ins: StandIns) -> list[onnx.NodeProto]:
     rewritten: list[onnx.NodeProto] = []
     for node in nodes:
-        for attribute in node.attribute:
-            if attribute.type == onnx.AttributeProto.GRAPH:
-                _rewrite_graph(attribute.g, stand_ins)
-            elif attribute.type == onnx.AttributeProto.GRAPHS:
-                for graph in attribute.graphs:
-                    _rewrite_graph(graph, stand_ins)
+        for graph in node_subgraphs(node):
+            _rewrite_graph(graph, stand_ins)
         dtype = None
         if node.op_type == "EyeLike" and node.domain in DEFAULT_DOMAINS:
             dtype = next((a for a in node.attribute if a.name == "dtype"), None)

@@ -1,4 +1,8 @@
-"""Which NodeProtos of a body can hold subgraphs, told from their op type and domain.
+"""The one walk into the subgraphs of NodeProtos, and which nodes can hold them.
+
+Every walk over a proto's graphs reaches subgraphs here: :func:`subgraph_attributes`
+(with their attributes), :func:`node_subgraphs`, :func:`nested_graphs` (depth first, at
+any depth) and :func:`outer_reads` (what a subgraph reads from the scopes around it).
 
 In the default domain only If, Loop, Scan and SequenceMap have graph attributes (no other
 schema declares one, and onnx's checker refuses a graph attribute on any other op of the
@@ -10,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import onnx
 
@@ -21,7 +25,10 @@ __all__ = [
     "BodyColumns",
     "body_columns",
     "may_hold_subgraphs",
+    "nested_graphs",
     "node_subgraphs",
+    "outer_reads",
+    "subgraph_attributes",
     "subgraph_holders",
 ]
 
@@ -30,13 +37,41 @@ SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 _DEFAULT_DOMAINS = frozenset(DEFAULT_DOMAINS)
 
 
-def node_subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
-    """The graphs ``node`` holds (If branches, Loop and Scan bodies...)."""
+def subgraph_attributes(
+    node: onnx.NodeProto,
+) -> Iterator[tuple[onnx.AttributeProto, Sequence[onnx.GraphProto]]]:
+    """Each graph attribute of ``node`` with the graphs it holds (one, or a list)."""
     for attr in node.attribute:
         if attr.type == onnx.AttributeProto.GRAPH:
-            yield attr.g
+            yield attr, (attr.g,)
         elif attr.type == onnx.AttributeProto.GRAPHS:
-            yield from attr.graphs
+            yield attr, attr.graphs
+
+
+def node_subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
+    """The graphs ``node`` holds (If branches, Loop and Scan bodies...)."""
+    for _, graphs in subgraph_attributes(node):
+        yield from graphs
+
+
+def nested_graphs(nodes: Iterable[onnx.NodeProto]) -> Iterator[onnx.GraphProto]:
+    """Every graph ``nodes`` hold, at any depth: each before the graphs inside it."""
+    for node in nodes:
+        for graph in node_subgraphs(node):
+            yield graph
+            yield from nested_graphs(graph.node)
+
+
+def outer_reads(graph: onnx.GraphProto) -> set[str]:
+    """Names a subgraph reads that it does not define itself (outer-scope values)."""
+    defined = {v.name for v in graph.input} | {t.name for t in graph.initializer}
+    read: set[str] = set()
+    for node in graph.node:
+        read.update(name for name in node.input if name)
+        for sub in node_subgraphs(node):
+            read |= outer_reads(sub)
+        defined.update(node.output)
+    return read - defined
 
 
 def may_hold_subgraphs(node: onnx.NodeProto) -> bool:

@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import mmap
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 import onnx
 import onnx_ir as ir
 
+from eyefold.core.proto_subgraphs import node_subgraphs
 from eyefold.core.scopes import iter_scopes
 from eyefold.errors import ModelIOError
 
 __all__ = [
+    "attribute_tensors",
+    "body_tensors",
     "check_external_data",
     "check_external_fields",
     "external_data_files",
@@ -172,26 +175,31 @@ def same_file(first: str, second: str) -> bool:
         return False
 
 
-def _proto_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
-    yield from graph.initializer
-    yield from _node_tensors(graph.node)
+def attribute_tensors(node: onnx.NodeProto) -> Iterator[onnx.TensorProto]:
+    """The tensors of ``node``'s attributes (a sparse tensor's values and indices too)."""
+    for attr in node.attribute:
+        if attr.HasField("t"):
+            yield attr.t
+        yield from attr.tensors
+        if attr.HasField("sparse_tensor"):
+            yield attr.sparse_tensor.values
+            yield attr.sparse_tensor.indices
 
 
-def _node_tensors(nodes: Iterable[onnx.NodeProto]) -> Iterator[onnx.TensorProto]:
-    for node in nodes:
-        for attr in node.attribute:
-            if attr.HasField("t"):
-                yield attr.t
-            yield from attr.tensors
-            for sub in [attr.g] if attr.HasField("g") else attr.graphs:
-                yield from _proto_tensors(sub)
+def body_tensors(body: onnx.GraphProto | onnx.FunctionProto) -> Iterator[onnx.TensorProto]:
+    """Every tensor of a graph or function body, its subgraphs' included, depth first."""
+    if isinstance(body, onnx.GraphProto):
+        yield from body.initializer
+    for node in body.node:
+        yield from attribute_tensors(node)
+        for sub in node_subgraphs(node):
+            yield from body_tensors(sub)
 
 
 def _model_tensors(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
     """Every tensor of the proto: of the main graph, its subgraphs and every function."""
-    yield from _proto_tensors(proto.graph)
-    for function in proto.functions:
-        yield from _node_tensors(function.node)
+    for body in [proto.graph, *proto.functions]:
+        yield from body_tensors(body)
 
 
 _BYTE_COUNT_FIELDS = frozenset({"offset", "length"})

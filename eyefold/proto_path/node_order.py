@@ -18,21 +18,15 @@ import heapq
 
 import onnx
 
-from eyefold.core.proto_subgraphs import BodyColumns, node_subgraphs, subgraph_holders
+from eyefold.core.proto_subgraphs import (
+    BodyColumns,
+    node_subgraphs,
+    outer_reads,
+    subgraph_attributes,
+    subgraph_holders,
+)
 
 __all__ = ["graph_is_sorted", "sort_graph", "sort_model_graphs"]
-
-
-def _outer_reads(graph: onnx.GraphProto) -> set[str]:
-    """Names a subgraph reads that it does not define itself (outer-scope values)."""
-    defined = {v.name for v in graph.input} | {t.name for t in graph.initializer}
-    read: set[str] = set()
-    for node in graph.node:
-        read.update(name for name in node.input if name)
-        for sub in node_subgraphs(node):
-            read |= _outer_reads(sub)
-        defined.update(node.output)
-    return read - defined - {""}
 
 
 def _reads(nodes: list[onnx.NodeProto], holders: list[int] | None = None) -> list[list[str]]:
@@ -44,7 +38,7 @@ def _reads(nodes: list[onnx.NodeProto], holders: list[int] | None = None) -> lis
     reads = [node.input[:] for node in nodes]
     for position in subgraph_holders(nodes) if holders is None else holders:
         for sub in node_subgraphs(nodes[position]):
-            reads[position].extend(_outer_reads(sub))
+            reads[position].extend(outer_reads(sub))
     return reads
 
 
@@ -126,10 +120,7 @@ def _sort_subgraphs(
     columns = BodyColumns.of(graph) if columns is None else columns
     for position in columns.holders():
         node = columns.nodes[position]
-        for attribute in node.attribute:
-            bodies = [attribute.g] if attribute.type == onnx.AttributeProto.GRAPH else []
-            if attribute.type == onnx.AttributeProto.GRAPHS:
-                bodies = list(attribute.graphs)
+        for attribute, bodies in subgraph_attributes(node):
             for sub in bodies:
                 inner = f"{path}/{node.name or node.op_type}.{attribute.name}"
                 if sort_graph(sub):

@@ -26,12 +26,17 @@ import onnx
 
 from eyefold.core.domains import DEFAULT_DOMAINS
 from eyefold.core.gc_pause import cyclic_gc_paused
-from eyefold.core.proto_subgraphs import SUBGRAPH_OPS, node_subgraphs
+from eyefold.core.proto_subgraphs import (
+    SUBGRAPH_OPS,
+    may_hold_subgraphs,
+    node_subgraphs,
+    outer_reads,
+)
 from eyefold.core.weightless import is_large, proto_nbytes
+from eyefold.model_files.tensors import attribute_tensors, body_tensors
 
-__all__ = ["GraphIndex", "free_names", "looked_into", "scan_model"]
+__all__ = ["GraphIndex", "looked_into", "scan_model", "subgraph_obstacle"]
 
-_GRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 # Default-domain ops the walk looks into: subgraph holders, (identity) constants, and the
 # ops with tensor attributes (whose data may be external).
 _UNCOMMON_OPS = SUBGRAPH_OPS | {"Constant", "ConstantOfShape"}
@@ -129,25 +134,6 @@ def _propagate(index: GraphIndex, last: int) -> None:
     index._walked = max(index._walked, last + 1)
 
 
-def _attribute_tensors(node: onnx.NodeProto) -> Iterator[onnx.TensorProto]:
-    for attr in node.attribute:
-        if attr.HasField("t"):
-            yield attr.t
-        yield from attr.tensors
-        if attr.HasField("sparse_tensor"):
-            yield attr.sparse_tensor.values
-            yield attr.sparse_tensor.indices
-
-
-def _graph_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
-    """Every tensor of a subgraph or function body, nested subgraphs included."""
-    yield from graph.initializer
-    for node in graph.node:
-        yield from _attribute_tensors(node)
-        for sub in node_subgraphs(node):
-            yield from _graph_tensors(sub)
-
-
 def _note_external(index: GraphIndex, tensors: Iterator[onnx.TensorProto]) -> bool:
     """Adds the data file locations of the external ``tensors`` to the index.
 
@@ -174,14 +160,13 @@ def _constant_candidate(node: onnx.NodeProto, dtypes: frozenset[int]) -> bool:
     )
 
 
-def free_names(graph: onnx.GraphProto, dtypes: frozenset[int]) -> tuple[set[str], str | None]:
-    """Outer-scope names a subgraph reads, and why the neighbourhood path must not be taken.
+def subgraph_obstacle(graph: onnx.GraphProto, dtypes: frozenset[int]) -> str | None:
+    """Why a subgraph keeps the neighbourhood path from being taken, or None.
 
     A subgraph matters to the passes only if it holds an EyeLike or an identity candidate;
     otherwise its nodes are copied as they are and only the outer values it reads count.
+    Of several, the last one found in the graph's own nodes is named.
     """
-    defined = {i.name for i in graph.input} | {t.name for t in graph.initializer}
-    used: set[str] = set()
     obstacle = None
     if any(_is_identity_candidate(t, dtypes) for t in graph.initializer):
         obstacle = "an identity-shaped constant sits in a subgraph"
@@ -190,13 +175,9 @@ def free_names(graph: onnx.GraphProto, dtypes: frozenset[int]) -> tuple[set[str]
             obstacle = "an EyeLike sits in a subgraph"
         elif dtypes and node.op_type == "Constant" and _constant_candidate(node, dtypes):
             obstacle = "an identity-shaped constant sits in a subgraph"
-        used.update(n for n in node.input if n)
         for sub in node_subgraphs(node):
-            inner, inner_obstacle = free_names(sub, dtypes)
-            used |= inner
-            obstacle = obstacle or inner_obstacle
-        defined.update(node.output)
-    return used - defined, obstacle
+            obstacle = obstacle or subgraph_obstacle(sub, dtypes)
+    return obstacle
 
 
 def _function_obstacle(model: onnx.ModelProto) -> str | None:
@@ -236,10 +217,10 @@ def _index_node(
 ) -> None:
     """Records what a node the walk looks into holds: subgraphs, tensors, constants.
 
-    Its attributes are read in one pass (a graph may hold thousands of Constant nodes).
+    Its attributes are read in one pass (a graph may hold thousands of Constant nodes);
+    only the nodes that may hold subgraphs are looked into again for them.
     """
     tensors: list[onnx.TensorProto] = []
-    subgraphs: list[onnx.GraphProto] = []
     constant = node.op_type == "Constant"
     candidate, value = False, None
     for attr in node.attribute:
@@ -251,23 +232,17 @@ def _index_node(
             tensors.extend(attr.tensors)
         if attr.HasField("sparse_tensor"):
             tensors += (attr.sparse_tensor.values, attr.sparse_tensor.indices)
-        kind = attr.type
-        if kind == onnx.AttributeProto.GRAPH:
-            subgraphs.append(attr.g)
-        elif kind == onnx.AttributeProto.GRAPHS:
-            subgraphs.extend(attr.graphs)
-        elif kind == onnx.AttributeProto.TENSOR and value is None and attr.name == "value":
+        if attr.type == onnx.AttributeProto.TENSOR and value is None and attr.name == "value":
             value = attr.t
     if tensors and _note_external(index, iter(tensors)):
         index.external_elsewhere = True
     reads: set[str] = set()
-    for sub in subgraphs:
+    for sub in node_subgraphs(node) if may_hold_subgraphs(node) else ():
         index.holders.add(position)
-        if _note_external(index, _graph_tensors(sub)):
+        if _note_external(index, body_tensors(sub)):
             index.external_elsewhere = True
-        inner, obstacle = free_names(sub, dtypes)
-        reads |= inner
-        index.obstacle = index.obstacle or obstacle
+        reads |= outer_reads(sub)
+        index.obstacle = index.obstacle or subgraph_obstacle(sub, dtypes)
     if reads:
         for name in reads - set(node.input):
             index.consumers.setdefault(name, []).append(position)
@@ -382,7 +357,7 @@ def scan_model(model: onnx.ModelProto, dtypes: frozenset[int] = frozenset()) -> 
         index.obstacle = index.obstacle or _function_obstacle(model)
         for function in model.functions:
             for node in function.node:
-                if _note_external(index, _attribute_tensors(node)):
+                if _note_external(index, attribute_tensors(node)):
                     index.external_elsewhere = True
         _index_nodes(index, dtypes)
     known = set(index.inputs) | index.initializers.keys() | index.producer.keys()

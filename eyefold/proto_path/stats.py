@@ -9,33 +9,24 @@ before, less the nodes the neighbourhood replaced, plus the nodes written back.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 import onnx
 
 from eyefold.core.domains import default_opset
 from eyefold.core.model_stats import ModelStats, op_label, sorted_counts
-from eyefold.core.proto_subgraphs import BodyColumns
+from eyefold.core.proto_subgraphs import BodyColumns, nested_graphs
 from eyefold.proto_path.scan import GraphIndex, looked_into
 
 __all__ = ["proto_stats", "stats_after", "stats_before"]
 
 
-def _subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
-    for attr in node.attribute:
-        if attr.HasField("g"):
-            yield attr.g
-        yield from attr.graphs
-
-
 def _nested(nodes: Iterable[onnx.NodeProto], counts: Counter[str]) -> int:
     """Counts the ops inside the subgraphs of ``nodes``; returns their initializers."""
     initializers = 0
-    for node in nodes:
-        for sub in _subgraphs(node):
-            initializers += len(sub.initializer)
-            counts.update(op_label(n.domain, n.op_type) for n in sub.node)
-            initializers += _nested(sub.node, counts)
+    for sub in nested_graphs(nodes):
+        initializers += len(sub.initializer)
+        counts.update(op_label(n.domain, n.op_type) for n in sub.node)
     return initializers
 
 

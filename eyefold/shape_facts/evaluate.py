@@ -27,6 +27,7 @@ import numpy as np
 import onnx
 
 from eyefold.core.domains import DEFAULT_DOMAINS
+from eyefold.core.proto_subgraphs import subgraph_attributes
 
 __all__ = ["NOT_EVALUATED", "evaluable", "evaluate"]
 
@@ -138,10 +139,7 @@ def evaluable(node: onnx.NodeProto) -> bool:
     return (
         node.domain in DEFAULT_DOMAINS
         and node.op_type not in NOT_EVALUATED
-        and not any(
-            attribute.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-            for attribute in node.attribute
-        )
+        and not any(True for _ in subgraph_attributes(node))
     )
 
 
