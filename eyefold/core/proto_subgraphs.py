@@ -24,6 +24,7 @@ __all__ = [
     "SUBGRAPH_OPS",
     "BodyColumns",
     "body_columns",
+    "holder_positions",
     "may_hold_subgraphs",
     "nested_graphs",
     "node_subgraphs",
@@ -81,10 +82,11 @@ def may_hold_subgraphs(node: onnx.NodeProto) -> bool:
 
 def subgraph_holders(nodes: Sequence[onnx.NodeProto]) -> list[int]:
     """Positions of the nodes that may hold subgraphs, in order (see the module's note)."""
-    return _holders([node.op_type for node in nodes], [node.domain for node in nodes])
+    return holder_positions([node.op_type for node in nodes], [node.domain for node in nodes])
 
 
-def _holders(ops: list[str], domains: list[str]) -> list[int]:
+def holder_positions(ops: list[str], domains: list[str]) -> list[int]:
+    """Positions of the nodes that may hold subgraphs, given a body's op types and domains."""
     if SUBGRAPH_OPS.isdisjoint(ops) and _DEFAULT_DOMAINS.issuperset(domains):
         return []
     return [
@@ -122,7 +124,7 @@ class BodyColumns:
 
     def holders(self) -> list[int]:
         """Positions of the nodes that may hold subgraphs, in order."""
-        return _holders(self.op_types, self.domains)
+        return holder_positions(self.op_types, self.domains)
 
     def with_op(self, op_type: str) -> list[onnx.NodeProto]:
         """The nodes of op ``op_type`` (of any domain), in order."""

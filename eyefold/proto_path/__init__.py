@@ -34,7 +34,13 @@ import onnx_ir as ir
 from eyefold.core.domains import default_opset
 from eyefold.core.eyelike_protos import check_eyelike_proto, check_model_eyelikes
 from eyefold.core.gc_pause import cyclic_gc_paused
-from eyefold.core.model_stats import ModelStats, model_stats, op_label
+from eyefold.core.model_stats import (
+    ModelStats,
+    model_stats,
+    op_label,
+    proto_stats,
+    stats_after,
+)
 from eyefold.core.proto_subgraphs import BodyColumns
 from eyefold.errors import EyefoldError, WholeModelNeeded
 from eyefold.model_files.deferred_tensors import DeferredTensors
@@ -48,7 +54,6 @@ from eyefold.proto_path.infer_inputs import infer_undeclared_inputs
 from eyefold.proto_path.node_order import sort_model_graphs
 from eyefold.proto_path.scan import GraphIndex, scan_model
 from eyefold.proto_path.splice import SpliceError, splice
-from eyefold.proto_path.stats import proto_stats, stats_after, stats_before
 from eyefold.rewriting.reach import READS_PAST_OPS
 from eyefold.rule_registry import select_rules
 from eyefold.run_record import RunRecord, Stage, StepEntry
@@ -236,7 +241,7 @@ def _neighbourhood(
     base_dir = "" if source_path is None else os.path.dirname(source_path)
     start = time.perf_counter()
     index, chosen, hood = _extract(model, options, source_path, record, converted)
-    before = stats_before(model, index) if with_stats else None
+    before = proto_stats(model, index.op_types, index.domains) if with_stats else None
     seconds = time.perf_counter() - start
     steps = RunRecord(
         opset_before=record.opset_before, ir_version_before=record.ir_version_before
@@ -346,7 +351,9 @@ def optimize_proto(
             # An upgrade changes every node: the counts before it, the order check and
             # the upgrade share one read of the main graph's columns.
             main = BodyColumns.of(model.graph) if upgrading else None
-            given = proto_stats(model, main) if with_stats and main is not None else None
+            given = None
+            if with_stats and main is not None:
+                given = proto_stats(model, main.op_types, main.domains)
             upgrade = _sort_and_upgrade(model, options, record, main)
             del main  # stale now: the collector need not walk it when it resumes
             converted = None
