@@ -18,7 +18,7 @@ import onnx_ir as ir
 
 from eyefold.core.onnx_safety import StandIns
 from eyefold.core.proto_subgraphs import nested_graphs, subgraph_attributes
-from eyefold.core.scopes import Scope, subgraphs_of
+from eyefold.core.scopes import Scope, read_values
 from eyefold.core.weightless import (
     LargeTensor,
     ir_constant_input,
@@ -50,15 +50,6 @@ class InferenceSlice:
     targets: list[ir.Value] = dataclasses.field(default_factory=list)
 
 
-def _captured_values(node: ir.Node) -> list[ir.Value]:
-    """Inputs of ``node`` and of every node in its subgraphs (outer-scope references)."""
-    values = [v for v in node.inputs if v is not None]
-    for _, graph in subgraphs_of(node):
-        for inner in graph:
-            values.extend(_captured_values(inner))
-    return values
-
-
 def backward_slice(root: ir.Graph, anchors: list[ir.Node]) -> list[ir.Node]:
     """Nodes of ``root`` that the anchors depend on, in the graph's order."""
     selected: set[int] = set()
@@ -70,7 +61,7 @@ def backward_slice(root: ir.Graph, anchors: list[ir.Node]) -> list[ir.Node]:
         selected.add(id(node))
         if ir_large_constant(node):
             continue
-        for value in _captured_values(node):
+        for value in read_values(node):
             producer = value.producer()
             if producer is not None and producer.graph is root:
                 work.append(producer)
@@ -92,7 +83,7 @@ def _free_values(nodes: list[ir.Node], large: set[int]) -> list[ir.Value]:
         if id(node) in large:
             free.update({id(out): out for out in node.outputs})
             continue
-        for value in _captured_values(node):
+        for value in read_values(node):
             if id(value) not in produced and value.name and value.graph is node.graph:
                 free.setdefault(id(value), value)
     return list(free.values())

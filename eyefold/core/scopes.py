@@ -18,6 +18,7 @@ __all__ = [
     "is_eyelike",
     "iter_nodes",
     "iter_scopes",
+    "read_values",
     "subgraphs_of",
 ]
 
@@ -61,6 +62,17 @@ def subgraphs_of(node: ir.Node) -> list[tuple[str, ir.Graph]]:
         elif attr.type == ir.AttributeType.GRAPHS:
             found.extend((f"{attr.name}[{i}]", g) for i, g in enumerate(attr.as_graphs()))
     return found
+
+
+def read_values(node: ir.Node) -> Iterator[ir.Value]:
+    """What ``node`` reads: its inputs and, through its subgraphs, outer-scope values.
+
+    Depth first; the values its subgraphs compute themselves are among them too.
+    """
+    yield from (v for v in node.inputs if v is not None)
+    for _, subgraph in subgraphs_of(node):
+        for inner in subgraph:
+            yield from read_values(inner)
 
 
 def _node_label(node: ir.Node, index: int) -> str:

@@ -17,7 +17,8 @@ from collections.abc import Iterator
 
 import onnx_ir as ir
 
-from eyefold.core.scopes import Scope, iter_scopes, subgraphs_of
+from eyefold.core.node_order import graph_in_order
+from eyefold.core.scopes import Scope, iter_scopes, read_values
 from eyefold.errors import InvalidModelError
 
 __all__ = ["check_structure", "held_load_warnings"]
@@ -69,14 +70,6 @@ def _label(node: ir.Node) -> str:
     return f"node {node.name!r} ({node.op_type})" if node.name else f"a {node.op_type} node"
 
 
-def _read_values(node: ir.Node) -> Iterator[ir.Value]:
-    """What ``node`` reads: its inputs and, through its subgraphs, outer-scope values."""
-    yield from (v for v in node.inputs if v is not None)
-    for _, subgraph in subgraphs_of(node):
-        for inner in subgraph:
-            yield from _read_values(inner)
-
-
 def _find_cycle(graph: ir.Graph | ir.Function) -> ir.Node | None:
     """A node on a dependency cycle among the nodes of ``graph``, or None (iterative DFS)."""
     done: set[int] = set()
@@ -84,7 +77,7 @@ def _find_cycle(graph: ir.Graph | ir.Function) -> ir.Node | None:
         if id(start) in done:
             continue
         on_path: set[int] = {id(start)}
-        stack = [(start, _read_values(start))]
+        stack = [(start, read_values(start))]
         while stack:
             node, reads = stack[-1]
             value = next(reads, None)
@@ -99,7 +92,7 @@ def _find_cycle(graph: ir.Graph | ir.Function) -> ir.Node | None:
             if id(producer) in on_path:
                 return producer
             on_path.add(id(producer))
-            stack.append((producer, _read_values(producer)))
+            stack.append((producer, read_values(producer)))
     return None
 
 
@@ -150,8 +143,6 @@ def _has_no_dtype(tensor: object) -> bool:
 
 def _check_scope(scope: Scope) -> None:
     graph = scope.graph
-    seen: set[int] = set()
-    in_order = True  # topologically sorted graphs (the norm) cannot hold a cycle
     _check_text(scope.path, {"name": graph.name, "doc string": graph.doc_string})
     for value in graph.inputs:
         _check_text(f"an input of {scope.path}", {"name": value.name})
@@ -170,26 +161,14 @@ def _check_scope(scope: Scope) -> None:
                     f"{_label(node)} in {scope.path} reads {value.name!r}, which no"
                     " node, graph input or initializer defines (a dangling reference)"
                 )
-        if in_order:
-            has_subgraphs = bool(node.attributes) and bool(subgraphs_of(node))
-            reads = _read_values(node) if has_subgraphs else node.inputs
-            for value in reads:
-                producer = None if value is None else value.producer()
-                if (
-                    producer is not None
-                    and producer.graph is graph
-                    and id(producer) not in seen
-                ):
-                    in_order = False
-                    break
-            seen.add(id(node))
     for value in graph.outputs:
         if not _is_defined(value):
             raise InvalidModelError(
                 f"output {value.name!r} of {scope.path} is not produced by any node"
                 " and is not an input or initializer"
             )
-    on_cycle = None if in_order else _find_cycle(graph)
+    # A graph in topological order (the norm) cannot hold a cycle.
+    on_cycle = None if graph_in_order(graph) else _find_cycle(graph)
     if on_cycle is not None:
         raise InvalidModelError(
             f"{_label(on_cycle)} in {scope.path} depends on its own output: the graph"

@@ -1,23 +1,16 @@
-"""Graphs put in topological order on the proto, as real tools' output needs.
+"""The stable sort of :mod:`eyefold.core.node_order`, run on a proto's columns.
 
-The ONNX spec wants every graph's nodes sorted (a node after the producers of what it
-reads), and onnx's checker and inference refuse or misread graphs that are not; but
-onnxruntime sorts on load, so tools write such graphs and users have them: onnxruntime's
-own float16 converter (``onnxruntime.transformers.float16``) appends the Cast nodes it
-puts after the graph inputs at the end of the node list. eyefold sorts such a graph before
-anything else reads it, and the report says so; a graph with a cycle cannot be sorted and
-is left for onnx's checker to name.
-
-The sort is stable: a node moves only as far as the values it reads require, so a sorted
-graph is left exactly as it is and an unsorted one changes as little as it can.
+The file path sorts a ModelProto before it scans it, and only the graphs out of order are
+touched: what each node reads (its inputs, and the outer values its subgraphs read) and
+which node outputs each name are read from the proto, then the nodes are put in the order
+:func:`~eyefold.core.node_order.stable_order` gives, the order onnx-ir models get.
 """
 
 from __future__ import annotations
 
-import heapq
-
 import onnx
 
+from eyefold.core.node_order import in_order, stable_order
 from eyefold.core.proto_subgraphs import (
     BodyColumns,
     node_subgraphs,
@@ -60,35 +53,7 @@ def graph_is_sorted(
         nodes, holders, outputs = list(body.node), None, None
     else:
         nodes, holders, outputs = columns.nodes, columns.holders(), columns.outputs
-    producer = _producers(nodes, outputs).get
-    return all(
-        producer(name, -1) < position
-        for position, names in enumerate(_reads(nodes, holders))
-        for name in names
-    )
-
-
-def _order(nodes: list[onnx.NodeProto]) -> list[int] | None:
-    """A stable topological order of ``nodes``, or None for a cycle."""
-    producer = _producers(nodes)
-    waiting = [0] * len(nodes)
-    readers: list[list[int]] = [[] for _ in nodes]
-    for position, names in enumerate(_reads(nodes)):
-        needed = {producer[n] for n in names if producer.get(n, position) != position}
-        waiting[position] = len(needed)
-        for source in needed:
-            readers[source].append(position)
-    ready = [position for position, count in enumerate(waiting) if count == 0]
-    heapq.heapify(ready)
-    order: list[int] = []
-    while ready:
-        position = heapq.heappop(ready)
-        order.append(position)
-        for reader in readers[position]:
-            waiting[reader] -= 1
-            if waiting[reader] == 0:
-                heapq.heappush(ready, reader)
-    return order if len(order) == len(nodes) else None
+    return in_order(_reads(nodes, holders), _producers(nodes, outputs))
 
 
 def sort_graph(
@@ -102,7 +67,7 @@ def sort_graph(
     if graph_is_sorted(body, columns):
         return False
     nodes = list(body.node)
-    order = _order(nodes)
+    order = stable_order(_reads(nodes), _producers(nodes))
     if order is None:
         return False
     reordered = [nodes[position] for position in order]

@@ -158,3 +158,34 @@ def test_the_checkers_message_is_kept_whole_on_one_line(tmp_path, capsys) -> Non
     assert error.count("\n") == 1 and error.startswith("eyefold: error: ")
     assert "Unrecognized attribute: alpha" in error and "Name: relu" in error
     assert not (tmp_path / "out.onnx").exists()
+
+
+def _two_orders_model() -> onnx.ModelProto:
+    """A graph that two stable sorts order differently: placing the earliest ready node
+    first gives Neg, Cast, Relu, Add; placing from the end gives Cast, Relu, Neg, Add."""
+    nodes = [
+        helper.make_node("Relu", ["xc"], ["a"], name="relu"),
+        helper.make_node("Neg", ["x"], ["b"], name="neg"),
+        helper.make_node("Cast", ["x"], ["xc"], name="cast", to=1),
+        helper.make_node("Add", ["a", "b"], ["y"], name="add"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "two_orders",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 3])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=7)
+
+
+def test_the_file_path_and_an_onnx_ir_model_get_the_same_order(tmp_path) -> None:
+    source = tmp_path / "unsorted.onnx"
+    onnx.save(_two_orders_model(), source)
+    output = tmp_path / "out.onnx"
+    assert main(["optimize", str(source), str(output), "-q"]) == 0
+    from_file = [n.name for n in onnx.load(output).graph.node]
+    model = ir.serde.deserialize_model(_two_orders_model())
+    result = eyefold.optimize_with_report(model)
+    assert result.report.extra["sorted"] == ["main"]
+    from_library = [n.name for n in result.model.graph]
+    assert from_file == from_library == ["neg", "cast", "relu", "add"]
