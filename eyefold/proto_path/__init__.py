@@ -338,65 +338,49 @@ def optimize_proto(
         after.
     """
     record = RunRecord() if record is None else record
-    record.opset_before = default_opset({o.domain: o.version for o in model.opset_import})
+    opset = default_opset({o.domain: o.version for o in model.opset_import})
+    record.opset_before = opset
     record.ir_version_before = model.ir_version
     if not options.upgrade and (invalid := unregistered_op(model)) is not None:
         record.warnings.append(f"{invalid}; kept at that opset (--no-upgrade)")
-    upgrading = _upgrades(options, record.opset_before) and not options.input_shapes
-    given = None
+    upgrading = (
+        options.upgrade
+        and opset is not None
+        and opset < options.upgrade_target.opset
+        and not options.input_shapes
+    )
+    given = None  # the counts of the model as given, when an upgrade comes first
     try:
         if options.input_shapes:
             raise WholeModelNeeded("input shapes are pinned on the whole model")
         with cyclic_gc_paused():  # walks of every node, and a neighbourhood's objects
-            # An upgrade changes every node: the counts before it, the order check and
-            # the upgrade share one read of the main graph's columns.
-            main = BodyColumns.of(model.graph) if upgrading else None
-            given = None
-            if with_stats and main is not None:
-                given = proto_stats(model, main.op_types, main.domains)
-            upgrade = _sort_and_upgrade(model, options, record, main)
-            del main  # stale now: the collector need not walk it when it resumes
             converted = None
-            if upgrade is not None:
-                step, converted = upgrade
-                record.add(step)
-                # Done on the proto: the pipeline's own upgrade step has nothing to do.
-                options = dataclasses.replace(options, upgrade=False)
+            if upgrading:
+                # An upgrade changes every node: the counts before it, the order check
+                # onnx's converter and checker need, and the upgrade share one read of
+                # the main graph's columns.
+                main = BodyColumns.of(model.graph)
+                if with_stats:
+                    given = proto_stats(model, main.op_types, main.domains)
+                resorted = "main" in _sort(model, record, main)  # then read before it
+                upgrade = _upgrade(model, options, None if resorted else main)
+                del main  # stale now: the collector need not walk it when it resumes
+                if upgrade is not None:
+                    step, converted = upgrade
+                    record.add(step)
+                    # Done on the proto: the pipeline's own upgrade step has nothing to do.
+                    options = dataclasses.replace(options, upgrade=False)
             full_path = None if source_path is None else os.path.abspath(source_path)
             run = _neighbourhood(model, options, record, full_path, with_stats, converted)
     except WholeModelNeeded as needed:
         reason = needed.reason  # the traceback, which holds the neighbourhood, ends here
         collect = needed.after_steps
     else:
-        return _with_given_stats(run, given)
-    if collect:
-        gc.collect()  # the neighbourhood's tensors go before the whole model is read
-    run = _whole_model(model, options, record, source_path, reason, with_stats)
-    return _with_given_stats(run, given)
-
-
-def _sort_and_upgrade(
-    model: onnx.ModelProto,
-    options: PipelineOptions,
-    record: RunRecord,
-    main: BodyColumns | None,
-) -> tuple[StepEntry, ConverterTypes | None] | None:
-    """The proto upgrade, after the order check onnx's converter and checker need.
-
-    ``main``: the main graph's columns when the run upgrades (else None: nothing to do).
-    """
-    if main is not None and "main" in _sort(model, record, main):
-        main = None  # read before the sort
-    return _upgrade(model, options, main)
-
-
-def _with_given_stats(run: ProtoRun, given: ModelStats | None) -> ProtoRun:
-    """The run, its ``before`` stats those of the model as given when counted before."""
+        reason = None
+    if reason is not None:
+        if collect:
+            gc.collect()  # the neighbourhood's tensors go before the whole model is read
+        run = _whole_model(model, options, record, source_path, reason, with_stats)
     if given is not None:
         run.before = given
     return run
-
-
-def _upgrades(options: PipelineOptions, opset: int | None) -> bool:
-    """Whether the run upgrades a model of default-domain ``opset``."""
-    return options.upgrade and opset is not None and opset < options.upgrade_target.opset
