@@ -27,7 +27,7 @@ import onnx
 from eyefold.core.domains import DEFAULT_DOMAINS
 from eyefold.core.gc_pause import cyclic_gc_paused
 from eyefold.core.proto_subgraphs import (
-    SUBGRAPH_OPS,
+    holder_positions,
     may_hold_subgraphs,
     node_subgraphs,
     outer_reads,
@@ -35,11 +35,11 @@ from eyefold.core.proto_subgraphs import (
 from eyefold.core.weightless import is_large, proto_nbytes
 from eyefold.model_files.tensors import attribute_tensors, body_tensors
 
-__all__ = ["GraphIndex", "looked_into", "scan_model", "subgraph_obstacle"]
+__all__ = ["GraphIndex", "scan_model"]
 
-# Default-domain ops the walk looks into: subgraph holders, (identity) constants, and the
-# ops with tensor attributes (whose data may be external).
-_UNCOMMON_OPS = SUBGRAPH_OPS | {"Constant", "ConstantOfShape"}
+# Default-domain ops with tensor attributes (whose data may be external; Constant's may be
+# an identity candidate): the walk looks into them, and into the subgraph holders.
+_TENSOR_OPS = frozenset({"Constant", "ConstantOfShape"})
 _EXTERNAL = onnx.TensorProto.EXTERNAL
 _DEFAULT_DOMAINS_SET = frozenset(DEFAULT_DOMAINS)
 
@@ -160,7 +160,7 @@ def _constant_candidate(node: onnx.NodeProto, dtypes: frozenset[int]) -> bool:
     )
 
 
-def subgraph_obstacle(graph: onnx.GraphProto, dtypes: frozenset[int]) -> str | None:
+def _subgraph_obstacle(graph: onnx.GraphProto, dtypes: frozenset[int]) -> str | None:
     """Why a subgraph keeps the neighbourhood path from being taken, or None.
 
     A subgraph matters to the passes only if it holds an EyeLike or an identity candidate;
@@ -176,7 +176,7 @@ def subgraph_obstacle(graph: onnx.GraphProto, dtypes: frozenset[int]) -> str | N
         elif dtypes and node.op_type == "Constant" and _constant_candidate(node, dtypes):
             obstacle = "an identity-shaped constant sits in a subgraph"
         for sub in node_subgraphs(node):
-            obstacle = obstacle or subgraph_obstacle(sub, dtypes)
+            obstacle = obstacle or _subgraph_obstacle(sub, dtypes)
     return obstacle
 
 
@@ -242,7 +242,7 @@ def _index_node(
         if _note_external(index, body_tensors(sub)):
             index.external_elsewhere = True
         reads |= outer_reads(sub)
-        index.obstacle = index.obstacle or subgraph_obstacle(sub, dtypes)
+        index.obstacle = index.obstacle or _subgraph_obstacle(sub, dtypes)
     if reads:
         for name in reads - set(node.input):
             index.consumers.setdefault(name, []).append(position)
@@ -300,7 +300,7 @@ def _index_nodes(index: GraphIndex, dtypes: frozenset[int]) -> None:
     if not _DEFAULT_DOMAINS_SET.issuperset(domains):
         index.eyelike = [i for i in index.eyelike if domains[i] in DEFAULT_DOMAINS]
     index.range_identities = _range_equals(index)
-    for position in looked_into(ops, domains):
+    for position in _looked_into(ops, domains):
         node = listed[position]
         if node.attribute:
             _index_node(index, position, node, dtypes)
@@ -329,18 +329,17 @@ def _range_equals(index: GraphIndex) -> list[int]:
     ]
 
 
-def looked_into(op_types: list[str], domains: list[str]) -> list[int]:
+def _looked_into(op_types: list[str], domains: list[str]) -> list[int]:
     """Positions of the nodes whose attributes the walk reads, given the graph's columns.
 
-    Only these can hold subgraphs or tensors (see ``_UNCOMMON_OPS``): other domains' nodes
-    and the default-domain ops that do. The stats count subgraph ops among the same nodes.
+    Only these can hold subgraphs or tensors: the nodes that may hold subgraphs (other
+    domains' nodes among them) and the default-domain ops with tensor attributes.
     """
-    uncommon: list[int] = []
-    if not _DEFAULT_DOMAINS_SET.issuperset(domains):
-        uncommon = [i for i, d in enumerate(domains) if d not in DEFAULT_DOMAINS]
-    if not _UNCOMMON_OPS.isdisjoint(op_types):
-        uncommon += [i for i, op in enumerate(op_types) if op in _UNCOMMON_OPS]
-    return sorted(set(uncommon))
+    holders = holder_positions(op_types, domains)
+    if _TENSOR_OPS.isdisjoint(op_types):
+        return holders
+    constants = [i for i, op in enumerate(op_types) if op in _TENSOR_OPS]
+    return sorted({*holders, *constants})
 
 
 def scan_model(model: onnx.ModelProto, dtypes: frozenset[int] = frozenset()) -> GraphIndex:
