@@ -9,6 +9,7 @@ The spec and its sizes:
 One EyeLike and where it lives:
 
 - :mod:`eyefold.core.scopes`: every graph, subgraph and function an EyeLike can live in;
+- :mod:`eyefold.core.proto_subgraphs`: the one walk into a ModelProto's subgraphs;
 - :mod:`eyefold.core.analysis`: what eyefold knows about one EyeLike and what it will do;
 - :mod:`eyefold.core.declarations`: what a model declares about an EyeLike output, checked;
 - :mod:`eyefold.core.eyelike_protos`: what onnx's checker refuses in an EyeLike proto;
@@ -30,12 +31,14 @@ Around onnx's C++ code:
 
 - :mod:`eyefold.core.weightless`: the weightless copies handed to it;
 - :mod:`eyefold.core.inference_slices`: the slice its inference is handed for EyeLike inputs;
-- :mod:`eyefold.core.node_order`: graphs sorted first, as it needs them;
+- :mod:`eyefold.core.node_order`: graphs sorted first, as it needs them (one stable sort,
+  for protos and onnx-ir models);
 - :mod:`eyefold.core.onnx_safety`: only models it cannot crash on.
 
 Running:
 
-- :mod:`eyefold.core.model_stats`: the before/after table's numbers;
+- :mod:`eyefold.core.model_stats`: the before/after table's numbers, of an onnx-ir model
+  or a ModelProto;
 - :mod:`eyefold.core.progress`: progress lines for long steps;
 - :mod:`eyefold.core.gc_pause`: the cyclic garbage collector paused around big walks;
 - :mod:`eyefold.core.lazy_exports`: package attributes imported on first use.
