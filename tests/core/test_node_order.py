@@ -6,11 +6,13 @@ import numpy as np
 import onnx
 import onnx.reference
 import onnx_ir as ir
+import pytest
 from onnx import TensorProto, helper
 
 import eyefold
 from eyefold.cli import main
 from eyefold.core.node_order import sort_unsorted_graphs
+from eyefold.errors import InvalidModelError
 from eyefold.proto_path.node_order import graph_is_sorted, sort_model_graphs
 
 
@@ -189,3 +191,30 @@ def test_the_file_path_and_an_onnx_ir_model_get_the_same_order(tmp_path) -> None
     assert result.report.extra["sorted"] == ["main"]
     from_library = [n.name for n in result.model.graph]
     assert from_file == from_library == ["neg", "cast", "relu", "add"]
+
+
+def _cycle_model() -> onnx.ModelProto:
+    nodes = [
+        helper.make_node("Relu", ["b"], ["a"], name="first"),
+        helper.make_node("Relu", ["a"], ["b"], name="second"),
+        helper.make_node("EyeLike", ["x"], ["y"], name="eye"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "cycle",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
+        [
+            helper.make_tensor_value_info("b", TensorProto.FLOAT, [2]),
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2]),
+        ],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize("as_ir", [False, True], ids=["proto", "onnx_ir"])
+def test_the_library_calls_a_cycle_an_invalid_model(as_ir: bool) -> None:
+    # The sort leaves a cycle alone; the checks that follow refuse the model as invalid
+    # (not with the sort's own ValueError).
+    model = ir.serde.deserialize_model(_cycle_model()) if as_ir else _cycle_model()
+    with pytest.raises(InvalidModelError, match="topologically sorted"):
+        eyefold.optimize(model)
