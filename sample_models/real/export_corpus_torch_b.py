@@ -566,9 +566,11 @@ class _Positional(torch.nn.Module):
 
 
 def export_mossformer64(args, corpus: Corpus) -> None:
-    """MossFormer of MossFormerGAN-SE built with ``dim=64`` (query_key_dim 128, as
-    generator.py builds it): ``torch.eye(quad_q_c.shape[-2], dtype=torch.bool)`` (line
-    429), T x T with T = x.shape[1], read after ``view(B, -1, Q, C)`` (line 411).
+    """MossFormer of MossFormerGAN-SE built with ``dim=64`` and the default query_key_dim
+    128, as generator.py builds it (line 521, emb_dim = num_channel = 64):
+    ``torch.eye(quad_q_c.shape[-2], dtype=torch.bool)`` (line 429), T x T with
+    T = x.shape[1], read after ``view(B, -1, Q, C)`` (line 411). group_size is not on the
+    eye's path (16 here).
 
     rotary-embedding-torch caches its frequencies on the first call, as a user's model has
     run before it is exported: the trace then slices ``cached_freqs``, a [8192, 32] float
