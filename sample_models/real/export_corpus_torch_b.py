@@ -164,8 +164,10 @@ class Corpus:
     ) -> None:
         """Writes the feeds and torch's outputs beside the export, and its manifest entry.
 
-        ``classes`` gives, in graph order, one (class, why[, pins]) per EyeLike node of
-        the export: decided from the source, and matched here to the node names.
+        ``classes`` gives, in graph order, one (class, why[, inputs]) per EyeLike node of
+        the export: decided from the source, and matched here to the node names. inputs
+        are a pinnable node's pins, or the graph inputs whose declared static dims a
+        static node's size reads (its ``from_inputs``).
         ``original_fails`` names the runtimes that do not run the export itself, and why
         (measured with onnxruntime 1.32.0, OpenVINO 2026.4.1 and tract 0.23.9).
         """
@@ -179,8 +181,9 @@ class Corpus:
         eyes = [n.name for n in model.graph.node if n.op_type == "EyeLike"]
         assert len(eyes) == len(classes), (name, eyes)
         eyelike = {}
-        for node, (kind, why, *pins) in zip(eyes, classes, strict=True):
-            eyelike[node] = {"class": kind, "why": why, **({"pins": pins[0]} if pins else {})}
+        for node, (kind, why, *inputs) in zip(eyes, classes, strict=True):
+            key = "pins" if kind == "pinnable" else "from_inputs"
+            eyelike[node] = {"class": kind, "why": why, **({key: inputs[0]} if inputs else {})}
         library, version, repo, commit, path = source
         opsets = {o.domain or "ai.onnx": o.version for o in model.opset_import}
         self.entries[name] = {
@@ -263,7 +266,7 @@ def export_local_state(args, corpus: Corpus) -> None:
         [y],
         **where,
         tolerance=1e-5,
-        classes=[("static", why_static)],
+        classes=[("static", why_static, ["x"])],
         original_fails=bool_eye,
     )
     name = "torchaudio_localstate_dynamo20"
@@ -331,8 +334,8 @@ def export_bat(args, corpus: Corpus) -> None:
         "W // block_size (lines 139-140)",
     }
     classes = [
-        ("static", "t = H // block_size (line 139): H is a static 6 in the export, 3 x 3"),
-        ("static", "t = W // block_size (line 140): W is a static 8 in the export, 4 x 4"),
+        ("static", "t = H // block_size (line 139): x's static H = 6, 3 x 3", ["x"]),
+        ("static", "t = W // block_size (line 140): x's static W = 8, 4 x 4", ["x"]),
     ]
     for opset in (9, 16):
         name = f"timm_batnonlocalattn_ts{opset}"
