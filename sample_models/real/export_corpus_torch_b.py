@@ -71,6 +71,10 @@ TRANSFORMERS = (
     "PyPI release transformers==5.23.0",
     "transformers/models/bros/modeling_bros.py",
 )
+TRANSFORMERS_NYSTROMFORMER = (
+    *TRANSFORMERS[:4],
+    "transformers/models/nystromformer/modeling_nystromformer.py",
+)
 ASTEROID = (
     "asteroid",
     "0.7.0",
@@ -427,6 +431,64 @@ def export_bros(args, corpus: Corpus) -> None:
     )
 
 
+class _FirstOutput(torch.nn.Module):
+    """The context layer alone (the attention modules return a tuple)."""
+
+    def __init__(self, inner: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, hidden_states):
+        return self.inner(hidden_states)[0]
+
+
+def export_nystromformer(args, corpus: Corpus) -> None:
+    """transformers' ``NystromformerSelfAttention``: ``iterative_inv`` builds
+    ``torch.eye(mat.size(-1))`` (line 141) of kernel_2, ``[B, heads, L, L]`` with L =
+    num_landmarks, the Reshape's constant (lines 183-194) that gives q_ and k_landmarks.
+
+    TorchScript at opsets 11 and 17 with dynamic B: the 4 x 4 eye is static (no input's
+    dim sizes it: hidden_states' length is the config's segment_means_seq_len). dynamo
+    writes it as an initializer.
+    """
+    from transformers import NystromformerConfig
+    from transformers.models.nystromformer.modeling_nystromformer import (
+        NystromformerSelfAttention,
+    )
+
+    _seeded()
+    config = NystromformerConfig(
+        hidden_size=32,
+        num_attention_heads=2,
+        num_landmarks=4,
+        segment_means_seq_len=8,
+        conv_kernel_size=3,
+    )
+    module = _FirstOutput(NystromformerSelfAttention(config).eval()).eval()
+    hidden_states = torch.randn(2, 8, 32)
+    with torch.no_grad():
+        y = module(hidden_states)
+    why = "L = num_landmarks = 4, a constant of the landmarks' reshape (lines 183-194)"
+    for opset in (11, 17):
+        name = f"transformers_nystromformer_ts{opset}"
+        axes = {"hidden_states": {0: "B"}, "context": {0: "B"}}
+        path = corpus.path(name)
+        _torchscript(
+            module, (hidden_states,), path, ["hidden_states"], ["context"], opset, axes
+        )
+        corpus.save(
+            name,
+            TRANSFORMERS_NYSTROMFORMER,
+            {"hidden_states": _numpy(hidden_states)},
+            [y],
+            function="NystromformerSelfAttention.iterative_inv",
+            line=141,
+            call="torch.eye(mat.size(-1)) of kernel_2 [B, heads, L, L], L = num_landmarks",
+            tolerance=1e-5,
+            classes=[("static", why, [])],
+        )
+
+
 def _beamforming() -> types.ModuleType:
     return _load_file(
         "asteroid_beamforming", _installed_file("asteroid", "dsp", "beamforming.py")
@@ -629,6 +691,7 @@ def main() -> None:
     export_local_state(args, corpus)
     export_bat(args, corpus)
     export_bros(args, corpus)
+    export_nystromformer(args, corpus)
     export_condition_scm(args, corpus)
     export_mossformer64(args, corpus)
     corpus.write_manifest()
