@@ -209,6 +209,14 @@ class _Walk:
         self.constants = facts.constants
         self.producer = facts.producer
         self.model_inputs = set(model_inputs)
+        # Whether some dim followed came from several operands (a broadcast) or from a
+        # node read whole: then one of them alone may decide it.
+        self.alternatives = False
+
+    def note_sources(self, found: Sequence[_Need]) -> None:
+        """Records that one dim was followed to ``found``, more than one alternative."""
+        if len(found) > 1:
+            self.alternatives = True
 
     def follows(self, dim: object) -> bool:
         """Whether the walk follows a dim: an unknown one, or any with ``every_part``."""
@@ -438,12 +446,14 @@ def _broadcast_sources(walk: _Walk, names: list[str], rank: int, dims: list[int]
     """The inputs' dims an unknown output dim of a broadcast comes from (numpy's rules)."""
     needs: list[_Need] = []
     for dim in dims:
+        found: list[_Need] = []
         for name in names:
             given = walk.shapes.get(name)
             if given is None:
                 return None
-            found = _unknown_dim(walk, name, dim - (rank - len(given)))
-            needs.extend(n for n in found or [] if n not in needs)
+            found += _unknown_dim(walk, name, dim - (rank - len(given))) or []
+        walk.note_sources(found)
+        needs.extend(n for n in found if n not in needs)
     return needs
 
 
@@ -463,6 +473,7 @@ def _matmul_sources(walk: _Walk, inputs: list[str], rank: int, dims: list[int]):
                 for name, given in zip(inputs, (a, b), strict=True)
                 for need in _unknown_dim(walk, name, dim - (rank - len(given))) or []
             ]
+            walk.note_sources(found)
         if found is None:
             return None
         needs.extend(n for n in found if n not in needs)
@@ -486,6 +497,7 @@ def _einsum_sources(walk: _Walk, node: onnx.NodeProto, dims: list[int]):
             if letter in term
             for need in (_unknown_dim(walk, name, term.index(letter)) or [])
         ]
+        walk.note_sources(found)
         needs.extend(n for n in found if n not in needs)
     return needs
 
@@ -662,6 +674,7 @@ def _expand_sources(walk: _Walk, node: onnx.NodeProto, rank: int, dims: list[int
     for dim in dims:
         found = _unknown_dim(walk, node.input[0], dim - (rank - data_rank)) or []
         found += _element(walk, node.input[1], dim)  # the shape has the output's rank
+        walk.note_sources(found)
         needs.extend(n for n in found if n not in needs)
     return needs
 
@@ -838,6 +851,7 @@ def _follow(walk: _Walk, target: str) -> _Reached:
             what = "shape" if need.kind == "shape" else "value"
             step = f"its output's {what} is not inferred though what it reads is known"
         if isinstance(step, str) and walk.every_part:
+            walk.alternatives = True
             read = [name for name in node.input if name]
             step = _unknowns(walk, read, "shape") + _unknowns(walk, read, "value")
         elif isinstance(step, str) or (not step and not walk.every_part):
@@ -913,6 +927,7 @@ def static_dims_used(
     walk = _Walk(facts, model_inputs, static, every_part=True)
     used: dict[str, list[str]] = {}
     for target in static:
+        walk.alternatives = False
         reached = _follow(walk, target)
         if not reached.complete:
             continue
@@ -924,7 +939,7 @@ def static_dims_used(
             name
             for name, need in read.items()
             if _declares_static(walk.shapes.get(name), need.parts)
-            and not _static_without(facts, target, name, need.parts)
+            and not (walk.alternatives and _static_without(facts, target, name, need.parts))
         )
     return used
 
@@ -936,9 +951,9 @@ def _static_without(
 
     Freed: those among ``parts`` declared symbolic; then the fold does not rest on them.
     A walk follows every operand of a broadcast (``where(mask, H, eye(3).expand_as(H))``
-    reads H's 3 and the literal's), so what it reaches is checked by running the
-    inference again with those dims freed. Without the slice, or when the inference
-    fails, the dims are taken as used.
+    reads H's 3 and the literal's), so where one dim had several sources, what it
+    reaches is checked by running the inference again with those dims freed. Without
+    the slice, or when the inference fails, the dims are taken as used.
     """
     if facts.built is None:
         return False
