@@ -5,10 +5,10 @@ intermediate shapes and graph outputs with the inputs' dim names (dynamo's ``B``
 or expressions of them (``s0*4``). Left as they were, those shapes contradict the pinned
 inputs, and a runtime that checks them refuses the model (tract: ``Impossible to unify
 Sym(B) with Val(8)``) though it ran it unpinned. So every dim of the main graph's values
-(value_info and graph outputs, in every subgraph) that names a pinned dim is rewritten:
-to the pinned integer, or to the value of its expression, or, where that cannot be worked
-out (a name pinned to two values, an expression not of integers and + - * // % and
-parentheses), to an unknown dim.
+(value_info, graph outputs and the other graph inputs, in every subgraph) that names a
+pinned dim is rewritten: to the pinned integer, or to the value of its expression, or,
+where that cannot be worked out (a name pinned to two values, an expression not of
+integers and + - * // % and parentheses), to an unknown dim.
 """
 
 from __future__ import annotations
@@ -99,16 +99,24 @@ def _rewritten(name: str, pins: Mapping[str, int | None]) -> int | str | None:
     return result if result >= 0 else None
 
 
-def _rewrite_stale_dims(model: ir.Model, pins: Mapping[str, int | None]) -> int:
-    """Rewrites the dims naming a pinned dim in every non-input value's shape."""
+def _rewrite_stale_dims(
+    model: ir.Model, pins: Mapping[str, int | None], pinned: Sequence[str]
+) -> int:
+    """Rewrites the dims naming a pinned dim in every shape but the pinned inputs'.
+
+    The other graph inputs too: an input that shares a pinned input's ``B`` must have the
+    same size for the model to run, and a runtime that checks shapes (tract) cannot unify
+    a product declared ``[2, M]`` with an operand still declared ``[B, 1]``.
+    """
     values: dict[int, ir.Value] = {}
     for node in ir.traversal.RecursiveGraphIterator(model.graph):
         values.update((id(out), out) for out in node.outputs)
     values.update((id(out), out) for out in model.graph.outputs)
+    values.update((id(v), v) for v in model.graph.inputs if (v.name or "") not in pinned)
     count = 0
     for value in values.values():
         shape = value.shape
-        if shape is None or value.is_graph_input():
+        if shape is None or (value.is_graph_input() and (value.name or "") in pinned):
             continue
         dims: list[int | ir.SymbolicDim] = []
         for dim in shape.dims:
@@ -145,7 +153,9 @@ class PinInputShapesPass(ir.passes.InPlacePass):
         """Pins the shapes in place, and rewrites the dims that named what was pinned."""
         before = {value.name or "": value.shape for value in model.graph.inputs}
         pinned = apply_input_shapes(model, self.shapes)
-        rewritten = _rewrite_stale_dims(model, _pinned_names(before, model)) if pinned else 0
+        rewritten = (
+            _rewrite_stale_dims(model, _pinned_names(before, model), pinned) if pinned else 0
+        )
         logger.info("graph input shapes pinned: %s; dims rewritten: %d", pinned, rewritten)
         return PinInputShapesResult(
             model, modified=bool(pinned), pinned=pinned, rewritten=rewritten

@@ -5,9 +5,9 @@ reads M from ``x`` alone, so ``--input-shape x:...`` folds its eye and leaves ``
 alone. But dynamo declares ``x`` ``[B, M, F, T]`` and ``mask`` ``[B, 1, F, T]``, and
 ``mask * x`` ``[B, M, F, T]``: after the pin, that product is declared ``[2, 3, 5, 7]``
 while ``mask`` still says ``B``, and tract refuses the model ("Impossible to unify Val(2)
-with Broadcast([Sym(B), Val(2)])"). The export itself does not run on tract (its
-ConstantOfShape), so the corpus test cannot see it; this model, reduced from it, runs there
-before the pin.
+with Broadcast([Sym(B), Val(2)])"). The pin now rewrites every input's ``B`` with it.
+The export itself does not run on tract (its ConstantOfShape), so the corpus test cannot
+see it; this model, reduced from it, runs there before the pin.
 """
 
 from __future__ import annotations
@@ -57,10 +57,6 @@ def _shared_batch() -> onnx.ModelProto:
     return model
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pinning x rewrites the product's B to 2 and leaves mask's B: tract cannot unify",
-)
 def test_pinning_one_input_of_a_shared_batch_still_runs_on_tract(tmp_path) -> None:
     source, output = tmp_path / "shared.onnx", tmp_path / "pinned.onnx"
     onnx.save(_shared_batch(), source)
@@ -75,3 +71,5 @@ def test_pinning_one_input_of_a_shared_batch_still_runs_on_tract(tmp_path) -> No
     assert not any(n.op_type == "EyeLike" for n in onnx.load(output).graph.node)
     (got,) = runner_for("tract")(str(output), feeds)
     np.testing.assert_array_equal(got, want)
+    mask = next(i for i in onnx.load(output).graph.input if i.name == "mask")
+    assert [d.dim_value for d in mask.type.tensor_type.shape.dim] == [2, 1]
