@@ -1,12 +1,14 @@
-"""HDemucs's masked softmax at opset 12, upgraded: tract refuses what it ran.
+"""A masked softmax at opset 12, upgraded: tract refuses what it ran.
 
 ``torchaudio_localstate_ts12`` (HDemucs ``_LocalState``, TorchScript at opset 12) fills the
-diagonal of its ``[B, heads, T, T]`` scores with an eye of T, then takes a softmax over
-dim 2. Before opset 13 Softmax flattens its input from ``axis`` on, so the upgrade to the
-default opset writes ``Flatten(axis=2) -> Softmax -> Reshape``, and tract cannot analyse that
-Flatten with symbolic dims ("Can not compute a shape with square of symbols": T * T). The
-export's eye is BOOL, which tract does not run either, so the corpus test cannot see it;
-this model, reduced from it with a FLOAT eye, runs on tract before eyefold and not after.
+diagonal of its ``[B, heads, T, T]`` scores with an eye of T and takes a softmax; torch's
+exporter writes it as ``Transpose -> Softmax(axis=3) -> Transpose``. Before opset 13 Softmax
+flattens its input from ``axis`` on, so onnx's converter, which does not know the input's
+rank there, writes ``Flatten -> Softmax -> Reshape`` even for that last axis. Where the axis
+is not the last, as here (axis 2 of ``[B, 2, T, T]``), the Flatten is needed and its
+``T * T`` is a shape tract cannot analyse ("Can not compute a shape with square of
+symbols"). The export's eye is BOOL, which tract does not run either, so the corpus test
+cannot see it; this model, reduced from it, runs on tract before eyefold and not after.
 """
 
 from __future__ import annotations
