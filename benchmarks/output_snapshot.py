@@ -10,9 +10,11 @@ The comparison set: the bundled samples, the real exports, the benchmark models
 opset9_20000) and the models of onnx's backend test data, each through ``eyefold
 optimize IN OUT`` in process, with the default options, ``--target-runtime onnxruntime``
 and ``--target-runtime tensorrt``. A model eyefold refuses leaves a ``.refused`` file
-holding the error line instead. To run another commit's code, put a clean export of it
-first on ``PYTHONPATH``, its ``rules/`` linked as ``eyefold/rules`` (the installed
-package's layout)::
+holding the error line instead. Beside each output go its JSON report (``.report.json``,
+timings and the output folder taken out) and what ``eyefold inspect --json`` prints
+(``.inspect.json``, with ``.inspect.exit`` its exit code when not 0). To run another
+commit's code, put a clean export of it first on ``PYTHONPATH``, its ``rules/`` linked as
+``eyefold/rules`` (the installed package's layout)::
 
     git archive OLD | tar -x -C /tmp/old && ln -s ../rules /tmp/old/eyefold/rules
     PYTHONPATH=/tmp/old python benchmarks/output_snapshot.py /tmp/out-old
@@ -23,8 +25,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import sys
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -66,6 +70,32 @@ def _models(corpus: bool) -> dict[str, Path]:
     return models
 
 
+def _without_timings(value: Any) -> Any:
+    """The report with its step times dropped (they differ from run to run)."""
+    if isinstance(value, dict):
+        return {k: _without_timings(v) for k, v in value.items() if k != "seconds"}
+    if isinstance(value, list):
+        return [_without_timings(v) for v in value]
+    return value
+
+
+def _comparable(text: str, out_dir: Path) -> str:
+    """A JSON report without timings, the output folder spelled ``OUT``."""
+    data = _without_timings(json.loads(text))
+    return json.dumps(data, indent=2, sort_keys=True).replace(str(out_dir.resolve()), "OUT")
+
+
+def _inspect(eyefold_main: Any, path: Path, options: list[str], out: Path) -> None:
+    """Writes what ``eyefold inspect --json`` prints, and its exit code when not 0."""
+    printed, errors = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(errors):
+        status = eyefold_main(["inspect", str(path), "--json", *options])
+    text = _comparable(printed.getvalue(), out) if status == 0 else printed.getvalue()
+    out.with_suffix(".inspect.json").write_text(text + errors.getvalue())
+    if status != 0:
+        out.with_suffix(".inspect.exit").write_text(f"{status}\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", type=Path)
@@ -78,11 +108,18 @@ def main(argv: list[str] | None = None) -> int:
         for option_set, options in OPTION_SETS.items():
             out = args.out_dir / option_set / f"{name}.onnx"
             out.parent.mkdir(parents=True, exist_ok=True)
+            report = out.with_suffix(".report.json")
             errors = io.StringIO()
             with contextlib.redirect_stderr(errors):
-                status = eyefold_main(["optimize", str(path), str(out), "-q", *options])
+                status = eyefold_main(
+                    ["optimize", str(path), str(out), "-q", "--report", str(report), *options]
+                )
             if status != 0:
-                out.with_suffix(".refused").write_text(errors.getvalue())
+                out.with_suffix(".refused").write_text(f"exit {status}: {errors.getvalue()}")
+            else:
+                text = _comparable(report.read_text(encoding="utf-8"), args.out_dir)
+                report.write_text(text + "\n", encoding="utf-8")
+            _inspect(eyefold_main, path, options, out)
     print(f"wrote {args.out_dir}")
     return 0
 

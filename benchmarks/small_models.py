@@ -1,0 +1,161 @@
+"""The file path on small models against onnx-ir's, and a zoo batch against onnx's converter.
+
+Usage (from the repository root, in the environment to measure)::
+
+    python benchmarks/small_models.py [--reps 5] [--no-corpus] [--no-samples]
+
+Everything runs warm, in this one process (imports and a first run of every model done
+before the clock starts), the two sides of each row interleaved, medians of ``--reps``.
+
+- Samples: every bundled sample and real export, ``eyefold.optimize_files([m], OUT)``
+  (the file path: protobuf load, the neighbourhood or the whole-model path, save) against
+  ``onnx_ir.load`` + ``eyefold.optimize`` + ``onnx_ir.save`` of the same model. Target:
+  at most 1.5x, or at most 5 ms more.
+- Corpus: every ``*.onnx`` of onnx's ``backend/test/data`` (149 with onnx 1.23) in one
+  ``eyefold.optimize_files`` call (one job) against ``onnx.load`` +
+  ``onnx.version_converter.convert_version(m, 22)`` + ``onnx.save`` of each. Target: at
+  most 2.5x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import onnx
+import onnx_ir as ir
+from onnx import version_converter
+
+import eyefold
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _samples() -> list[Path]:
+    return sorted((ROOT / "sample_models").glob("*.onnx")) + sorted(
+        (ROOT / "sample_models" / "real").glob("*.onnx")
+    )
+
+
+def _timed(run: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    run()
+    return time.perf_counter() - start
+
+
+def _medians(sides: dict[str, Callable[[], object]], reps: int) -> dict[str, float]:
+    """Medians of ``reps`` interleaved runs of each side, after one warm-up run each."""
+    for run in sides.values():
+        run()
+    times: dict[str, list[float]] = {name: [] for name in sides}
+    for _ in range(reps):
+        for name, run in sides.items():
+            times[name].append(_timed(run))
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def _file_path(model: Path, out: Path) -> Callable[[], object]:
+    def run() -> str:
+        (result,) = eyefold.optimize_files([model], out)
+        return result.status
+
+    return run
+
+
+def _onnx_ir(model: Path, out: Path) -> Callable[[], object]:
+    """The onnx-ir side; a model eyefold refuses is timed up to its refusal."""
+    target = out / model.name
+
+    def run() -> str:
+        try:
+            optimized = eyefold.optimize(ir.load(model))
+        except eyefold.EyefoldError:
+            return "failed"
+        ir.save(optimized, target)
+        return "ok"
+
+    return run
+
+
+def samples(reps: int, folder: Path) -> bool:
+    """Prints one row per sample; returns whether every row meets its target."""
+    print("| model | optimize_files | onnx-ir load+optimize+save | ratio | more | target |")
+    print("|---|---:|---:|---:|---:|---|")
+    met = True
+    for model in _samples():
+        file_out = folder / "file" / model.stem
+        ir_out = folder / "ir" / model.stem
+        ir_out.mkdir(parents=True)
+        times = _medians(
+            {"file": _file_path(model, file_out), "ir": _onnx_ir(model, ir_out)}, reps
+        )
+        refused = _file_path(model, file_out)() == "failed"
+        ratio = times["file"] / times["ir"]
+        more_ms = (times["file"] - times["ir"]) * 1e3
+        ok = ratio <= 1.5 or more_ms <= 5.0
+        met &= ok
+        name = f"{model.stem} (refused)" if refused else model.stem
+        print(
+            f"| {name} | {times['file'] * 1e3:.1f} ms | {times['ir'] * 1e3:.1f} ms"
+            f" | {ratio:.2f}x | {more_ms:+.1f} ms | {'met' if ok else 'MISSED'} |"
+        )
+    return met
+
+
+def corpus(reps: int, folder: Path) -> bool:
+    """Prints the corpus row; returns whether it meets its target."""
+    data = Path(onnx.__file__).parent / "backend" / "test" / "data"
+    models = sorted(data.rglob("*.onnx"))
+    converted_dir = folder / "converted"
+    converted_dir.mkdir(parents=True)
+
+    def converter() -> None:
+        for number, path in enumerate(models):
+            model = onnx.load(path)
+            with contextlib.suppress(Exception):  # what it cannot convert is saved as read
+                model = version_converter.convert_version(model, 22)
+            onnx.save(model, converted_dir / f"{number}.onnx")
+
+    def batch() -> None:
+        results = eyefold.optimize_files([data], folder / "batch")
+        assert len(results) == len(models)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        times = _medians({"batch": batch, "converter": converter}, reps)
+    ratio = times["batch"] / times["converter"]
+    print(
+        f"\n{len(models)} backend-corpus models: one optimize_files call"
+        f" {times['batch']:.2f} s,"
+        f" onnx load + convert_version(22) + save {times['converter']:.2f} s:"
+        f" {ratio:.2f}x (target <= 2.5x: {'met' if ratio <= 2.5 else 'MISSED'})"
+    )
+    return ratio <= 2.5
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--no-samples", action="store_true")
+    parser.add_argument("--no-corpus", action="store_true")
+    args = parser.parse_args(argv)
+    print(f"eyefold from {Path(eyefold.__file__).parent}, medians of {args.reps} warm runs")
+    met = True
+    with tempfile.TemporaryDirectory() as name:
+        folder = Path(name)
+        if not args.no_samples:
+            met &= samples(args.reps, folder / "samples")
+        if not args.no_corpus:
+            met &= corpus(args.reps, folder / "corpus")
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
