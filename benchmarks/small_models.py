@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import statistics
 import sys
 import tempfile
@@ -44,21 +45,46 @@ def _samples() -> list[Path]:
     )
 
 
-def _timed(run: Callable[[], object]) -> float:
-    start = time.perf_counter()
+@dataclasses.dataclass(frozen=True)
+class Times:
+    """Median seconds of one side: wall clock, and this process's CPU time.
+
+    On a machine other processes load, the wall clock also counts the time spent waiting
+    for a core; the CPU time does not (nor does it count waits for the disk, like fsync).
+    """
+
+    wall: float
+    cpu: float
+
+
+def _timed(run: Callable[[], object]) -> tuple[float, float]:
+    wall, cpu = time.perf_counter(), time.process_time()
     run()
-    return time.perf_counter() - start
+    return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def _medians(sides: dict[str, Callable[[], object]], reps: int) -> dict[str, float]:
+def _medians(sides: dict[str, Callable[[], object]], reps: int) -> dict[str, Times]:
     """Medians of ``reps`` interleaved runs of each side, after one warm-up run each."""
     for run in sides.values():
         run()
-    times: dict[str, list[float]] = {name: [] for name in sides}
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in sides}
     for _ in range(reps):
         for name, run in sides.items():
             times[name].append(_timed(run))
-    return {name: statistics.median(values) for name, values in times.items()}
+    return {
+        name: Times(
+            statistics.median(wall for wall, _ in values),
+            statistics.median(cpu for _, cpu in values),
+        )
+        for name, values in times.items()
+    }
+
+
+def _sample_target(file: float, onnx_ir: float) -> tuple[str, bool]:
+    """The ratio and the difference as printed, and whether they meet the target."""
+    ratio, more_ms = file / onnx_ir, (file - onnx_ir) * 1e3
+    ok = ratio <= 1.5 or more_ms <= 5.0
+    return f"{ratio:.2f}x, {more_ms:+.1f} ms{'' if ok else ' MISSED'}", ok
 
 
 def _file_path(model: Path, out: Path) -> Callable[[], object]:
@@ -85,9 +111,12 @@ def _onnx_ir(model: Path, out: Path) -> Callable[[], object]:
 
 
 def samples(reps: int, folder: Path) -> bool:
-    """Prints one row per sample; returns whether every row meets its target."""
-    print("| model | optimize_files | onnx-ir load+optimize+save | ratio | more | target |")
-    print("|---|---:|---:|---:|---:|---|")
+    """Prints one row per sample; returns whether every row meets its target (wall)."""
+    print(
+        "| model | optimize_files wall (cpu) | onnx-ir load+optimize+save wall (cpu)"
+        " | wall | cpu |"
+    )
+    print("|---|---:|---:|---|---|")
     met = True
     for model in _samples():
         file_out = folder / "file" / model.stem
@@ -97,14 +126,14 @@ def samples(reps: int, folder: Path) -> bool:
             {"file": _file_path(model, file_out), "ir": _onnx_ir(model, ir_out)}, reps
         )
         refused = _file_path(model, file_out)() == "failed"
-        ratio = times["file"] / times["ir"]
-        more_ms = (times["file"] - times["ir"]) * 1e3
-        ok = ratio <= 1.5 or more_ms <= 5.0
+        file, onnx_ir = times["file"], times["ir"]
+        wall, ok = _sample_target(file.wall, onnx_ir.wall)
+        cpu, _ = _sample_target(file.cpu, onnx_ir.cpu)
         met &= ok
         name = f"{model.stem} (refused)" if refused else model.stem
         print(
-            f"| {name} | {times['file'] * 1e3:.1f} ms | {times['ir'] * 1e3:.1f} ms"
-            f" | {ratio:.2f}x | {more_ms:+.1f} ms | {'met' if ok else 'MISSED'} |"
+            f"| {name} | {file.wall * 1e3:.1f} ms ({file.cpu * 1e3:.1f})"
+            f" | {onnx_ir.wall * 1e3:.1f} ms ({onnx_ir.cpu * 1e3:.1f}) | {wall} | {cpu} |"
         )
     return met
 
@@ -130,12 +159,14 @@ def corpus(reps: int, folder: Path) -> bool:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         times = _medians({"batch": batch, "converter": converter}, reps)
-    ratio = times["batch"] / times["converter"]
+    batch_s, converter_s = times["batch"], times["converter"]
+    ratio = batch_s.wall / converter_s.wall
     print(
         f"\n{len(models)} backend-corpus models: one optimize_files call"
-        f" {times['batch']:.2f} s,"
-        f" onnx load + convert_version(22) + save {times['converter']:.2f} s:"
-        f" {ratio:.2f}x (target <= 2.5x: {'met' if ratio <= 2.5 else 'MISSED'})"
+        f" {batch_s.wall:.2f} s (cpu {batch_s.cpu:.2f} s), onnx load +"
+        f" convert_version(22) + save {converter_s.wall:.2f} s (cpu {converter_s.cpu:.2f} s):"
+        f" {ratio:.2f}x wall, {batch_s.cpu / converter_s.cpu:.2f}x cpu"
+        f" (target <= 2.5x: {'met' if ratio <= 2.5 else 'MISSED'})"
     )
     return ratio <= 2.5
 

@@ -64,9 +64,11 @@ def check_external_data(model: ir.Model, model_path: str) -> None:
     (a model's tensors mostly share one). onnx-ir would raise the same containment errors
     later, in the middle of a pass or a save.
     """
-    folder = os.path.realpath(os.path.dirname(model_path))
+    folder: str | None = None  # resolved at the first external tensor: most models have none
     sizes: dict[str, int] = {}  # location -> size of its checked data file
     for tensor in iter_external_tensors(model):
+        if folder is None:
+            folder = os.path.realpath(os.path.dirname(model_path))
         where = f"{model_path}: tensor {tensor.name!r} has external data {tensor.location!r}"
         location = os.fspath(tensor.location)
         if "\x00" in location:
