@@ -6,6 +6,7 @@ owns an existing data file) and ``--check`` (whether a model fits in memory as o
 
 from __future__ import annotations
 
+import math
 import mmap
 import os
 from collections.abc import Iterator
@@ -141,9 +142,21 @@ def iter_attribute_tensors(
         yield from _attribute_tensors_of(graph)
 
 
+def _nbytes(tensor: ir.TensorProtocol) -> int:
+    """``tensor.nbytes``, read from the proto's dims for a tensor deserialized from one.
+
+    Such a tensor builds a new ``ir.Shape`` at each ``shape`` (and so ``nbytes``) call:
+    over the thousands of weights of a zoo model, most of a save's size check.
+    """
+    if type(tensor) is ir.serde.TensorProtoTensor:
+        proto = tensor.raw
+        return math.ceil(ir.DataType(proto.data_type).itemsize * math.prod(proto.dims))
+    return tensor.nbytes
+
+
 def tensor_bytes(model: ir.Model) -> int:
     """Bytes of all tensor data: initializers of every graph and Constant-like attributes."""
-    return sum(tensor.nbytes for tensor in iter_tensors(model))
+    return sum(_nbytes(tensor) for tensor in iter_tensors(model))
 
 
 def tensor_inventory(model: ir.Model) -> tuple[list[str], int]:
@@ -151,7 +164,7 @@ def tensor_inventory(model: ir.Model) -> tuple[list[str], int]:
     files: dict[str, None] = {}
     total = 0
     for tensor in iter_tensors(model):
-        total += tensor.nbytes
+        total += _nbytes(tensor)
         if isinstance(tensor, ir.ExternalTensor):
             files[os.path.abspath(tensor.path)] = None
     return list(files), total
