@@ -14,6 +14,22 @@ from eyefold.core.domains import DEFAULT_DOMAINS
 __all__ = ["constant_tensor", "is_identity_array"]
 
 
+def _has_itemsize(dtype: ir.DataType) -> bool:
+    try:
+        _ = dtype.itemsize
+    except TypeError:  # UNDEFINED, STRING
+        return False
+    return True
+
+
+# ``Attr.as_tensor()`` checks its value against onnx-ir's TensorProtocol at run time,
+# reading each of the protocol's members: about 80 us a call, paid for every Constant of
+# a model on every rules pass. A tensor deserialized from a proto passes that check
+# exactly when its element type has an item size (reading ``nbytes`` raises otherwise),
+# so such a tensor is returned without it.
+_SIZED_DATA_TYPES = frozenset(int(d) for d in ir.DataType if _has_itemsize(d))
+
+
 def is_identity_array(array: np.ndarray) -> bool:
     """True for an ``n x n`` array with ones on the diagonal and zeros elsewhere.
 
@@ -47,4 +63,10 @@ def constant_tensor(value: ir.Value) -> ir.TensorProtocol | None:
     attribute = producer.attributes.get("value")
     if attribute is None or attribute.type != ir.AttributeType.TENSOR:
         return None
+    tensor = attribute.value
+    if (
+        type(tensor) is ir.serde.TensorProtoTensor
+        and tensor.raw.data_type in _SIZED_DATA_TYPES
+    ):
+        return tensor  # what as_tensor() returns, without its protocol check
     return attribute.as_tensor()
