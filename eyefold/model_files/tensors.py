@@ -40,6 +40,18 @@ __all__ = [
 _OWNER_PARSE_LIMIT_BYTES = 256 << 20
 
 
+# Tensors of these classes hold their data in memory. ``isinstance(t, ir.ExternalTensor)``
+# goes through typing's runtime-Protocol machinery (onnx-ir's tensor classes derive from
+# TensorProtocol), several microseconds a call over every weight of a model in each walk:
+# these common classes are answered by their type first.
+_IN_MEMORY_CLASSES = frozenset({ir.serde.TensorProtoTensor, ir.Tensor})
+
+
+def _is_external(tensor: ir.TensorProtocol) -> bool:
+    """``isinstance(tensor, ir.ExternalTensor)``, the common in-memory classes first."""
+    return type(tensor) not in _IN_MEMORY_CLASSES and isinstance(tensor, ir.ExternalTensor)
+
+
 def iter_tensors(model: ir.Model) -> Iterator[ir.TensorProtocol]:
     """Every tensor with data: initializers and node attributes, in one walk of the model."""
     for graph in _all_graphs(model):
@@ -54,7 +66,7 @@ def iter_tensors(model: ir.Model) -> Iterator[ir.TensorProtocol]:
 def iter_external_tensors(model: ir.Model) -> Iterator[ir.ExternalTensor]:
     """Tensors whose data is still in a file: initializers and node attributes."""
     for tensor in iter_tensors(model):
-        if isinstance(tensor, ir.ExternalTensor):
+        if _is_external(tensor):
             yield tensor
 
 
@@ -165,7 +177,7 @@ def tensor_inventory(model: ir.Model) -> tuple[list[str], int]:
     total = 0
     for tensor in iter_tensors(model):
         total += _nbytes(tensor)
-        if isinstance(tensor, ir.ExternalTensor):
+        if _is_external(tensor):
             files[os.path.abspath(tensor.path)] = None
     return list(files), total
 
