@@ -2,7 +2,7 @@
 
 Usage (from the repository root)::
 
-    python benchmarks/output_snapshot.py OUT_DIR [--no-corpus]
+    python benchmarks/output_snapshot.py OUT_DIR [--no-corpus] [--only TEXT]
     diff -r OLD_DIR NEW_DIR && echo identical
 
 The comparison set: the bundled samples, the real exports, the benchmark models
@@ -52,11 +52,19 @@ OPTION_SETS = {
 }
 
 
-def _corpus_models() -> list[Path]:
+def _corpus_models() -> dict[str, Path]:
+    """The backend corpus by its path under onnx's test data, without the suffix.
+
+    Every model has a name of its own: most are ``<test>/model.onnx``, but the ``light``
+    models share one folder.
+    """
     import onnx
 
     data = Path(onnx.__file__).parent / "backend" / "test" / "data"
-    return sorted(data.rglob("*.onnx"))
+    return {
+        path.relative_to(data).with_suffix("").as_posix(): path
+        for path in sorted(data.rglob("*.onnx"))
+    }
 
 
 def _models(corpus: bool) -> dict[str, Path]:
@@ -65,8 +73,7 @@ def _models(corpus: bool) -> dict[str, Path]:
     models.update({f"real/{p.stem}": p for p in real})
     models.update({f"bench/{name}": generate.generate(name) for name in BENCHMARK_MODELS})
     if corpus:
-        for path in _corpus_models():
-            models[f"corpus/{path.parent.parent.name}/{path.parent.name}"] = path
+        models.update({f"corpus/{name}": path for name, path in _corpus_models().items()})
     return models
 
 
@@ -100,11 +107,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--no-corpus", action="store_true", help="skip the backend corpus")
+    parser.add_argument("--only", metavar="TEXT", help="only the models whose name has TEXT")
     args = parser.parse_args(argv)
     from eyefold.cli.main import main as eyefold_main
 
     print(f"eyefold from {sys.modules['eyefold'].__file__}")
     for name, path in _models(not args.no_corpus).items():
+        if args.only is not None and args.only not in name:
+            continue
         for option_set, options in OPTION_SETS.items():
             out = args.out_dir / option_set / f"{name}.onnx"
             out.parent.mkdir(parents=True, exist_ok=True)
