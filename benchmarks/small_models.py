@@ -5,7 +5,11 @@ Usage (from the repository root, in the environment to measure)::
     python benchmarks/small_models.py [--reps 5] [--no-corpus] [--no-samples]
 
 Everything runs warm, in this one process (imports and a first run of every model done
-before the clock starts), the two sides of each row interleaved, medians of ``--reps``.
+before the clock starts), the two sides of each row interleaved, medians of ``--reps``,
+by the wall clock and by this process's CPU time (on a machine other work loads, the wall
+clock also counts waits for a core and for the disk). The file path's save is atomic and
+durable: it flushes the output to disk before renaming it into place, which onnx-ir's save
+does not; the rows say how long those flushes took.
 
 - Samples: every bundled sample and real export, ``eyefold.optimize_files([m], OUT)``
   (the file path: protobuf load, the neighbourhood or the whole-model path, save) against
@@ -22,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import os
 import statistics
 import sys
 import tempfile
@@ -37,6 +42,26 @@ from onnx import version_converter
 import eyefold
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+class _Fsyncs:
+    """Time spent in ``os.fsync``: the file path's atomic save flushes its output to disk
+    before the rename (onnx-ir's save does not), which a busy disk makes slow."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._fsync = os.fsync
+        os.fsync = self._timed
+
+    def _timed(self, fd: int) -> None:
+        start = time.perf_counter()
+        try:
+            self._fsync(fd)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+
+FSYNCS = _Fsyncs()
 
 
 def _samples() -> list[Path]:
@@ -113,18 +138,20 @@ def _onnx_ir(model: Path, out: Path) -> Callable[[], object]:
 def samples(reps: int, folder: Path) -> bool:
     """Prints one row per sample; returns whether every row meets its target (wall)."""
     print(
-        "| model | optimize_files wall (cpu) | onnx-ir load+optimize+save wall (cpu)"
-        " | wall | cpu |"
+        "| model | optimize_files wall (cpu) | of which fsync"
+        " | onnx-ir load+optimize+save wall (cpu) | wall | cpu |"
     )
-    print("|---|---:|---:|---|---|")
+    print("|---|---:|---:|---:|---|---|")
     met = True
     for model in _samples():
         file_out = folder / "file" / model.stem
         ir_out = folder / "ir" / model.stem
         ir_out.mkdir(parents=True)
+        synced = FSYNCS.seconds
         times = _medians(
             {"file": _file_path(model, file_out), "ir": _onnx_ir(model, ir_out)}, reps
         )
+        fsync_ms = (FSYNCS.seconds - synced) / (reps + 1) * 1e3  # a mean, warm-up included
         refused = _file_path(model, file_out)() == "failed"
         file, onnx_ir = times["file"], times["ir"]
         wall, ok = _sample_target(file.wall, onnx_ir.wall)
@@ -132,7 +159,7 @@ def samples(reps: int, folder: Path) -> bool:
         met &= ok
         name = f"{model.stem} (refused)" if refused else model.stem
         print(
-            f"| {name} | {file.wall * 1e3:.1f} ms ({file.cpu * 1e3:.1f})"
+            f"| {name} | {file.wall * 1e3:.1f} ms ({file.cpu * 1e3:.1f}) | {fsync_ms:.1f} ms"
             f" | {onnx_ir.wall * 1e3:.1f} ms ({onnx_ir.cpu * 1e3:.1f}) | {wall} | {cpu} |"
         )
     return met
