@@ -24,6 +24,7 @@ Rewriting and its bookkeeping:
 - :mod:`eyefold.core.dead_code`: removing what a rewrite left without users;
 - :mod:`eyefold.core.names`: fresh value and node names, the same on every run;
 - :mod:`eyefold.core.rule_spec`: what a rewrite rule declares about itself (its reach too);
+- :mod:`eyefold.core.onnxscript_internals`: the only place onnxscript's private API is used;
 - :mod:`eyefold.core.metadata_keys`: every name eyefold writes into a model;
 - :mod:`eyefold.core.run_facts`: what the passes tell the report.
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import onnx_ir as ir
 
+from eyefold.core import onnxscript_internals
 from eyefold.rules import RuleSpec
 
 __all__ = ["discard", "forget_last_match", "restore_opsets", "snapshot_opsets"]
@@ -24,11 +25,7 @@ def forget_last_match(specs: Sequence[RuleSpec]) -> None:
     alive after the run.
     """
     for spec in specs:
-        matcher = getattr(spec.rule, "_matcher", None)
-        if hasattr(matcher, "_init_match"):
-            matcher._init_match(0)
-        if hasattr(matcher, "_graph"):
-            matcher._graph = None
+        onnxscript_internals.forget_last_match(spec.rule)
 
 
 def discard(nodes: Sequence[ir.Node]) -> None:

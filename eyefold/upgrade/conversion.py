@@ -33,6 +33,7 @@ import onnx_ir as ir
 from eyefold.core.domains import DEFAULT_DOMAINS, default_opset
 from eyefold.core.metadata_keys import HIDDEN_DOMAIN
 from eyefold.core.onnx_safety import restore_names, stand_in_ops
+from eyefold.core.onnxscript_internals import version_converter
 from eyefold.core.proto_subgraphs import BodyColumns, body_columns
 from eyefold.core.weightless import ir_large_constant, is_large, typed_value_input
 from eyefold.errors import InvalidModelError, UpgradeError, one_line
@@ -47,7 +48,6 @@ from eyefold.upgrade.onnxscript_conversion import (
     NATIVE_MIN_OPSET,
     convert_with_onnxscript,
     onnxscript_adapts,
-    onnxscript_converter,
 )
 from eyefold.upgrade.proto_graphs import iter_proto_graphs
 
@@ -342,7 +342,7 @@ def _convert(before: onnx.ModelProto, source: int, target: int, where: str) -> o
     reached = default_opset({o.domain: o.version for o in before.opset_import}) or source
     proto = before
     if source >= NATIVE_MIN_OPSET and onnxscript_adapts(before.graph, source, target):
-        reached = min(target, onnxscript_converter().SUPPORTED_MAX_ONNX_OPSET)
+        reached = min(target, version_converter().SUPPORTED_MAX_ONNX_OPSET)
         proto = convert_with_onnxscript(before, source, reached, where)
     if reached == target:
         return proto

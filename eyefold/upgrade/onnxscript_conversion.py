@@ -10,33 +10,21 @@ adapter registry has something for the body's ops in the range (see
 from __future__ import annotations
 
 import logging
-import types
 
 import onnx
 import onnx_ir as ir
 
 from eyefold.core.domains import DEFAULT_DOMAINS
 from eyefold.core.metadata_keys import HIDDEN_DOMAIN
+from eyefold.core.onnxscript_internals import version_converter
 from eyefold.errors import UpgradeError, one_line
 from eyefold.upgrade.proto_graphs import iter_proto_graphs
 
-__all__ = [
-    "NATIVE_MIN_OPSET",
-    "convert_with_onnxscript",
-    "onnxscript_adapts",
-    "onnxscript_converter",
-]
+__all__ = ["NATIVE_MIN_OPSET", "convert_with_onnxscript", "onnxscript_adapts"]
 
 # onnxscript's converter works natively from opset 18 (its SUPPORTED_MIN_ONNX_OPSET, which
 # a test compares) up to its newest adapter table; it is imported only for bodies at 18+.
 NATIVE_MIN_OPSET = 18
-
-
-def onnxscript_converter() -> types.ModuleType:
-    """The converter module of onnxscript (private), imported on first use."""
-    from onnxscript.version_converter import _version_converter
-
-    return _version_converter
 
 
 def onnxscript_adapts(graph: onnx.GraphProto, source: int, target: int) -> bool:
@@ -47,7 +35,7 @@ def onnxscript_adapts(graph: onnx.GraphProto, source: int, target: int) -> bool:
         for node in subgraph.node
         if node.domain in DEFAULT_DOMAINS
     }
-    converter = onnxscript_converter()
+    converter = version_converter()
     steps = range(source, min(target, converter.SUPPORTED_MAX_ONNX_OPSET))
     lookup = converter.registry.lookup_adapters
     return any(lookup("", op, step, True) is not None for op in ops for step in steps)
@@ -90,7 +78,7 @@ def convert_with_onnxscript(
     for node in hidden:
         node.domain = HIDDEN_DOMAIN
     collect = _Collect()
-    converter = onnxscript_converter()
+    converter = version_converter()
     converter_logger = logging.getLogger(converter.__name__)
     propagate = converter_logger.propagate
     converter_logger.addHandler(collect)

@@ -100,14 +100,6 @@ def test_registry_order_and_modules_are_the_same() -> None:
     assert [spec.name for spec in eyefold.rules.ALL_RULES] == list(rule_names())
 
 
-def test_onnxscript_converter_floor_is_the_one_assumed() -> None:
-    from onnxscript.version_converter import _version_converter
-
-    from eyefold.upgrade.onnxscript_conversion import NATIVE_MIN_OPSET
-
-    assert NATIVE_MIN_OPSET == _version_converter.SUPPORTED_MIN_ONNX_OPSET
-
-
 def test_runtime_version_comes_from_metadata_without_importing_it() -> None:
     code = (
         "import sys; from eyefold.runtime.support import get_support;"

@@ -10,6 +10,7 @@ import pytest
 from onnxscript.rewriter import RewriteRule, RewriteRuleSet
 
 import eyefold.rules
+from eyefold.core.onnxscript_internals import pattern_op_types
 from eyefold.errors import UnknownRuleError
 from eyefold.rule_registry import describe_rules, load_rules, select_rules
 from eyefold.rules import ALL_RULES, EXACTNESS, PHASES
@@ -44,16 +45,10 @@ def test_metadata_is_well_formed(spec):
     assert "->" in spec.identity and "\n" not in spec.identity
 
 
-def _pattern_ops(rule: RewriteRule) -> set[str]:
-    # The compiled pattern is private in onnxscript 0.7; reading it here only checks names.
-    pattern = rule._target_pattern
-    return {node.op_type for node in pattern if node.op_identifier() is not None}
-
-
 def test_every_op_name_exists_in_onnx_defs():
     used = set(SHAPE_PRESERVING_OPS)
     for spec in ALL_RULES:
-        used |= _pattern_ops(spec.rule)
+        used |= pattern_op_types(spec.rule)
         assert spec.reach.neighbours, f"{spec.name} declares no neighbour it looks at"
         used |= spec.reach.neighbours
     assert {"EyeLike", "Cast", "Transpose", "MatMul"} <= used
