@@ -122,7 +122,7 @@ def _rule_operands(options: PipelineOptions) -> RuleOperands:
     reading = [s for s in specs if s.reach.reads_operands]
     return RuleOperands(
         frozenset().union(*(s.reach.reads_operands for s in reading)),
-        frozenset().union(*(s.reach.becomes_eyelike for s in reading)),
+        frozenset().union(*(s.reach.replaces for s in reading)),
     )
 
 

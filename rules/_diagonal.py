@@ -74,8 +74,7 @@ _PHASE: Phase = "before-fold"
 _REACH = Reach(
     frozenset({"Mul", "Cast", "CastLike"}),
     depth=3,
-    becomes_eyelike=_SAME_SHAPE_OPS,
-    reads_past=frozenset({"Mul"}),
+    replaces=_SAME_SHAPE_OPS,
     reads_operands=frozenset({"Mul"}),
 )
 
@@ -380,9 +379,53 @@ class MaskedSumDiagonalBase:
 
 
 def diagonal_spec(
-    module_name: str, module_doc: str | None, rule_class: type, exactness: Exactness
+    module_name: str,
+    module_doc: str | None,
+    rule_class: type,
+    exactness: Exactness,
+    element_type: str,
 ) -> RuleSpec:
-    """The spec of one masked-sum diagonal rule: phase and reach are the family's."""
+    """The spec of one masked-sum diagonal rule: phase and reach are the family's.
+
+    Its firing model is dynamo's ``torch.diagonal(x, 1, 1, 2)`` on a rank-3 ``x`` of
+    ``element_type`` (ONNX text's name), node for node as onnxscript's torch_lib
+    ``aten_diagonal`` traces it.
+    """
+    firing_model = f"""<ir_version: 10, opset_import: ["" : 22]>
+agraph ({element_type}[b, r, c] x) => (y) {{
+    neg_1 = Constant<value_ints=[-1]>()
+    i1 = Constant<value_int=1>()
+    shape1 = Shape(x)
+    g1 = Gather(shape1, i1)
+    dim1_size = Reshape(g1, neg_1)
+    i2 = Constant<value_int=2>()
+    shape2 = Shape(x)
+    g2 = Gather(shape2, i2)
+    dim2_size = Reshape(g2, neg_1)
+    mask_shape = Concat<axis=0>(dim1_size, dim2_size)
+    zeros = ConstantOfShape(mask_shape)
+    mask = EyeLike<k=1>(zeros)
+    masklike = CastLike(mask, x)
+    xt = Transpose<perm=[0, 1, 2]>(x)
+    prod = Mul(xt, masklike)
+    axes = Constant<value_ints=[1]>()
+    summed = ReduceSum<keepdims=0>(prod, axes)
+    min_dim_size = Min(dim1_size, dim2_size)
+    offset_val = Constant<value_ints=[1]>()
+    length0 = Sub(dim2_size, offset_val)
+    start = Identity(offset_val)
+    zero = Constant<value_ints=[0]>()
+    shorter = Min(length0, min_dim_size)
+    length = Max(shorter, zero)
+    end = Add(start, length)
+    y = Slice(summed, start, end, axes)
+}}"""
     return RuleSpec.declare(
-        module_name, module_doc, rule_class, exactness=exactness, phase=_PHASE, reach=_REACH
+        module_name,
+        module_doc,
+        rule_class,
+        exactness=exactness,
+        phase=_PHASE,
+        reach=_REACH,
+        firing_model=firing_model,
     )

@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 # Root: the MatMul that reads the identity, which the rewrite removes.
-_REACH = Reach(frozenset({"MatMul"}), depth=1, removes=frozenset({"MatMul"}))
+_REACH = Reach(frozenset({"MatMul"}), depth=1, replaces=frozenset({"MatMul"}))
 
 # The integer types MatMul accepts (bool is not a MatMul type): exact.
 INTEGER_TYPES = frozenset(
@@ -144,8 +144,17 @@ def identity_spec(
     rule_class: type,
     exactness: Exactness,
     dtypes: frozenset[ir.DataType],
+    element_type: str,
 ) -> RuleSpec:
-    """The spec of one MatMul-by-identity rule: phase and reach are the family's."""
+    """The spec of one MatMul-by-identity rule: phase and reach are the family's.
+
+    Its firing model multiplies by an EyeLike of ``element_type`` (ONNX text's name).
+    """
+    firing_model = f"""<ir_version: 10, opset_import: ["" : 22]>
+agraph ({element_type}[3, 4] a, {element_type}[4, 4] z) => (y) {{
+    i = EyeLike(z)
+    y = MatMul(a, i)
+}}"""
     return RuleSpec.declare(
         module_name,
         module_doc,
@@ -154,5 +163,6 @@ def identity_spec(
         # After folding: a folded EyeLike is the identity constant the pattern reads.
         phase="after-fold",
         reach=_REACH,
+        firing_model=firing_model,
         constant_dtypes=dtypes,
     )

@@ -61,8 +61,20 @@ class CastToDtype:
 
 
 # Root: the Cast after the EyeLike, which becomes an EyeLike.
-REACH = Reach(frozenset({"Cast"}), depth=1, becomes_eyelike=frozenset({"Cast"}))
+REACH = Reach(frozenset({"Cast"}), depth=1, replaces=frozenset({"Cast"}))
+# Dims left symbolic, so nothing folds first.
+FIRING_MODEL = """<ir_version: 10, opset_import: ["" : 22]>
+agraph (float[N, M] x) => (y) {
+    e = EyeLike<k=1>(x)
+    y = Cast<to=11>(e)
+}"""
 spec = RuleSpec.declare(
-    __name__, __doc__, CastToDtype, exactness="exact", phase="before-fold", reach=REACH
+    __name__,
+    __doc__,
+    CastToDtype,
+    exactness="exact",
+    phase="before-fold",
+    reach=REACH,
+    firing_model=FIRING_MODEL,
 )
 __getattr__ = spec.module_attribute  # `rule`: the onnxscript rule, built on first use

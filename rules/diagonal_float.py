@@ -33,5 +33,5 @@ class MaskedSumDiagonalFloat(MaskedSumDiagonalBase):
     DTYPES: ClassVar[frozenset[ir.DataType]] = FLOAT_TYPES
 
 
-spec = diagonal_spec(__name__, __doc__, MaskedSumDiagonalFloat, "relaxed")
+spec = diagonal_spec(__name__, __doc__, MaskedSumDiagonalFloat, "relaxed", "float")
 __getattr__ = spec.module_attribute  # `rule`: the onnxscript rule, built on first use

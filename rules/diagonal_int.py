@@ -49,5 +49,5 @@ class MaskedSumDiagonalInt(MaskedSumDiagonalBase):
     DTYPES: ClassVar[frozenset[ir.DataType]] = INTEGER_TYPES
 
 
-spec = diagonal_spec(__name__, __doc__, MaskedSumDiagonalInt, "exact")
+spec = diagonal_spec(__name__, __doc__, MaskedSumDiagonalInt, "exact", "int64")
 __getattr__ = spec.module_attribute  # `rule`: the onnxscript rule, built on first use

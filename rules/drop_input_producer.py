@@ -187,8 +187,20 @@ class DropInputProducer:
 
 # Root: the EyeLike itself, whose input's producer check() takes only from
 # SHAPE_PRESERVING_OPS; that producer may be another EyeLike, whose output it reads.
-REACH = Reach(frozenset(SHAPE_PRESERVING_OPS), depth=0, becomes_eyelike=frozenset({"EyeLike"}))
+REACH = Reach(frozenset(SHAPE_PRESERVING_OPS), depth=0, replaces=frozenset({"EyeLike"}))
+# Dims left symbolic, so nothing folds first.
+FIRING_MODEL = """<ir_version: 10, opset_import: ["" : 22]>
+agraph (float[N, M] x) => (y) {
+    r = Relu(x)
+    y = EyeLike(r)
+}"""
 spec = RuleSpec.declare(
-    __name__, __doc__, DropInputProducer, exactness="exact", phase="before-fold", reach=REACH
+    __name__,
+    __doc__,
+    DropInputProducer,
+    exactness="exact",
+    phase="before-fold",
+    reach=REACH,
+    firing_model=FIRING_MODEL,
 )
 __getattr__ = spec.module_attribute  # `rule`: the onnxscript rule, built on first use

@@ -27,5 +27,5 @@ from eyefold.rules._matmul import FLOAT_TYPES, identity_rule_class, identity_spe
 __all__ = ["MatMulFloatIdentity", "spec"]
 
 MatMulFloatIdentity = identity_rule_class(__name__, "MatMulFloatIdentity", FLOAT_TYPES)
-spec = identity_spec(__name__, __doc__, MatMulFloatIdentity, "relaxed", FLOAT_TYPES)
+spec = identity_spec(__name__, __doc__, MatMulFloatIdentity, "relaxed", FLOAT_TYPES, "float")
 __getattr__ = spec.module_attribute  # `rule`: the onnxscript rule, built on first use

@@ -27,5 +27,5 @@ from eyefold.rules._matmul import INTEGER_TYPES, identity_rule_class, identity_s
 __all__ = ["MatMulIntIdentity", "spec"]
 
 MatMulIntIdentity = identity_rule_class(__name__, "MatMulIntIdentity", INTEGER_TYPES)
-spec = identity_spec(__name__, __doc__, MatMulIntIdentity, "exact", INTEGER_TYPES)
+spec = identity_spec(__name__, __doc__, MatMulIntIdentity, "exact", INTEGER_TYPES, "int32")
 __getattr__ = spec.module_attribute  # `rule`: the onnxscript rule, built on first use

@@ -61,7 +61,13 @@ class TransposeToNegativeK:
 
 
 # Root: the Transpose after the EyeLike, which becomes an EyeLike.
-REACH = Reach(frozenset({"Transpose"}), depth=1, becomes_eyelike=frozenset({"Transpose"}))
+REACH = Reach(frozenset({"Transpose"}), depth=1, replaces=frozenset({"Transpose"}))
+# Dims left symbolic, so nothing folds first.
+FIRING_MODEL = """<ir_version: 10, opset_import: ["" : 22]>
+agraph (float[N, N] x) => (y) {
+    e = EyeLike<k=1>(x)
+    y = Transpose<perm=[1, 0]>(e)
+}"""
 spec = RuleSpec.declare(
     __name__,
     __doc__,
@@ -69,5 +75,6 @@ spec = RuleSpec.declare(
     exactness="exact",
     phase="before-fold",
     reach=REACH,
+    firing_model=FIRING_MODEL,
 )
 __getattr__ = spec.module_attribute  # `rule`: the onnxscript rule, built on first use

@@ -73,9 +73,9 @@ def match_result() -> CheckResult:
 class Reach:
     """How far a rule's pattern looks from the EyeLike (or identity constant) it contains.
 
-    The rules pass tries rules only at the nodes this allows, and the file path extracts
-    only the nodes it names: both derive from the rules' reaches
-    (:mod:`eyefold.rewriting.reach`), so a new rule declares its own.
+    The rules pass tries rules only at the nodes this allows, the inference step types
+    what they read, and the file path extracts only the nodes it names: all derive from
+    the rules' reaches (:mod:`eyefold.rewriting.reach`), so a new rule declares its own.
 
     Attributes:
         neighbours: ops of the nodes next to the EyeLike or identity constant (the
@@ -84,20 +84,19 @@ class Reach:
             rules pass does not even build it.
         depth: how many consumers down from the EyeLike the pattern's root (the node
             whose output it replaces) can sit.
-        becomes_eyelike: consumer ops the rewrite can turn into an EyeLike (or read
-            through to one), whose own consumers other rules then look at.
-        removes: consumer ops the rewrite can remove besides those.
-        reads_past: consumer ops whose presence means the pattern reads values beyond
-            the EyeLike's neighbourhood (the file path then takes the whole model).
+        replaces: consumer ops whose node a rewrite can remove, replacing its output by
+            an EyeLike or by what the node read, or that the pattern reads through to
+            the EyeLike: their own consumers may then read an EyeLike, and their
+            producers may be left dead.
         reads_operands: consumer ops whose other operands' element types and shapes the
-            rule's check reads; the inference step infers them first, for the rule.
+            rule's check reads: values beyond the EyeLike's neighbourhood, which the
+            inference step infers first, and which make the file path take the whole
+            model.
     """
 
     neighbours: frozenset[str]
     depth: int = 0
-    becomes_eyelike: frozenset[str] = frozenset()
-    removes: frozenset[str] = frozenset()
-    reads_past: frozenset[str] = frozenset()
+    replaces: frozenset[str] = frozenset()
     reads_operands: frozenset[str] = frozenset()
 
 
@@ -118,6 +117,9 @@ class RuleSpec:
             EyeLike nodes) the pattern also matches next to; empty when it needs an
             EyeLike node.
         reach: how far the pattern looks from its EyeLike.
+        firing_model: a model on which the rule fires, in ONNX text: the tests run it on
+            both paths and compare the outputs, so each rule's reach and meaning are
+            tested from its own module.
     """
 
     name: str
@@ -127,6 +129,7 @@ class RuleSpec:
     identity: str
     constant_dtypes: frozenset[ir.DataType] = frozenset()
     reach: Reach = Reach(frozenset())
+    firing_model: str = ""
 
     @functools.cached_property
     def rule(self) -> RewriteRule:
@@ -168,6 +171,7 @@ class RuleSpec:
         exactness: Exactness,
         phase: Phase,
         reach: Reach,
+        firing_model: str,
         constant_dtypes: frozenset[ir.DataType] = frozenset(),
     ) -> RuleSpec:
         """The spec of the rule defined in ``module_name`` (called as shown above).
@@ -184,4 +188,6 @@ class RuleSpec:
                 f"{module_name}: unknown exactness {exactness!r} or phase {phase!r}"
             )
         name = module_name.rpartition(".")[2]
-        return cls(name, rule_class, exactness, phase, identity, constant_dtypes, reach)
+        return cls(
+            name, rule_class, exactness, phase, identity, constant_dtypes, reach, firing_model
+        )

@@ -10,11 +10,11 @@ The neighbourhood is every node a pass may read or change:
   op, and the whole backward slice when the input's shape or type is not declared
   (shape inference then reads it all);
 * forward: the consumers of each EyeLike output whose op a rule looks at, and further
-  through Cast, CastLike, Transpose and Identity (a rule may turn them into an EyeLike,
-  whose consumers are then tried);
-* every producer all of whose outputs only removable nodes read (EyeLike, the forward
-  ops above, MatMul, and such producers in turn): the dead code a fold or a rewrite may
-  leave behind, and the producers a rule looks through round after round.
+  through those a rewrite may replace (Cast, CastLike, Transpose, Identity, MatMul: what
+  takes their place may be an EyeLike, whose consumers are then tried);
+* every producer all of whose outputs only removable nodes read (EyeLike, the replaced
+  ops above, and such producers in turn): the dead code a fold or a rewrite may leave
+  behind, and the producers a rule looks through round after round.
 
 A producer or consumer of another op is only a writer or a reader of the EyeLike's values,
 which no pass looks at: it stays outside, as every other node does.
@@ -40,12 +40,7 @@ import onnx_ir as ir
 
 from eyefold.core.metadata_keys import BAKED_IN_KEY, STAND_IN_DOMAIN
 from eyefold.proto_path.scan import GraphIndex
-from eyefold.rewriting.reach import (
-    BECOMES_EYELIKE_OPS,
-    LOOKED_AT_OPS,
-    NEIGHBOUR_OPS,
-    REMOVABLE_OPS,
-)
+from eyefold.rewriting.reach import LOOKED_AT_OPS, NEIGHBOUR_OPS, REPLACED_OPS
 
 __all__ = ["SINK_WIDTH", "Neighbourhood", "build_neighbourhood", "choose_nodes"]
 
@@ -156,9 +151,8 @@ def _forward(
             if consumer in chosen or op_type not in LOOKED_AT_OPS:
                 continue
             chosen.add(consumer)
-            if op_type in REMOVABLE_OPS:
+            if op_type in REPLACED_OPS:
                 removable.add(consumer)
-            if op_type in BECOMES_EYELIKE_OPS:
                 work.extend(o for o in nodes[consumer].output if o)
 
 
@@ -211,7 +205,7 @@ def choose_nodes(index: GraphIndex, inferred: Collection[str] = ()) -> list[int]
     for name in index.identity_candidates:
         for consumer in index.consumers.get(name, ()):
             chosen.add(consumer)
-            if nodes[consumer].op_type in REMOVABLE_OPS:
+            if nodes[consumer].op_type in REPLACED_OPS:
                 removable.add(consumer)
     _add_dead_code(index, chosen, removable)
     return sorted(chosen)
