@@ -174,6 +174,7 @@ def test_json_report_lists_every_model_in_the_report_schema(zoo: Path, tmp_path:
     assert total["eyelike"]["folded"] == sum(e["eyelike"]["folded"] for e in by_path.values())
 
 
+@pytest.mark.slow
 def test_two_workers_write_the_same_bytes_as_one(zoo: Path, tmp_path: Path) -> None:
     one, two = tmp_path / "one", tmp_path / "two"
     assert cli("optimize", str(zoo), "--output-dir", str(one), "-q")[0] == 1

@@ -68,6 +68,7 @@ def assert_own_outputs(results: list[eyefold.FileResult], expected: dict[Path, b
         assert Path(result.output).read_bytes() == expected[Path(result.input).resolve()]
 
 
+@pytest.mark.slow
 def test_input_root_puts_each_file_at_its_path_in_the_zoo(tmp_path: Path) -> None:
     models = backend_zoo(tmp_path / "zoo", 4)
     expected = expected_outputs(models, tmp_path / "alone")
@@ -101,6 +102,7 @@ def test_input_root_puts_each_file_at_its_path_in_the_zoo(tmp_path: Path) -> Non
         assert (tmp_path / "out3" / relative).read_bytes() == expected[Path(result.input)]
 
 
+@pytest.mark.slow
 def test_a_batch_in_another_process_never_overwrites_another_inputs_output(
     tmp_path: Path,
 ) -> None:
@@ -132,6 +134,7 @@ def test_a_batch_in_another_process_never_overwrites_another_inputs_output(
     assert (out / "model.onnx").read_bytes() == expected[winner.resolve()]
 
 
+@pytest.mark.slow
 def test_the_readme_slurm_recipe_runs_from_an_empty_folder(tmp_path: Path) -> None:
     models = backend_zoo(tmp_path / "zoo", 6)
     expected = expected_outputs(models, tmp_path / "alone")
@@ -196,6 +199,7 @@ def run_recipe(
     return scope
 
 
+@pytest.mark.slow
 def test_the_readme_dask_recipe_on_a_local_cluster(
     dask_client: object, tmp_path: Path
 ) -> None:
@@ -271,6 +275,7 @@ def test_jobs_in_a_daemonic_process_run_there_with_a_warning(tmp_path: Path) -> 
     assert (out / "model.onnx").read_bytes() == expected[models[0].resolve()]
 
 
+@pytest.mark.slow
 def test_the_readme_ray_recipe(tmp_path: Path) -> None:
     ray = pytest.importorskip("ray")
     models = backend_zoo(tmp_path / "zoo", 10)
@@ -305,6 +310,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 def test_check_on_the_target_runtime_runs_in_a_daemonic_worker(tmp_path: Path) -> None:
     pytest.importorskip("openvino")
     model = Path(__file__).resolve().parents[2] / "sample_models" / "dynamic_batch.onnx"

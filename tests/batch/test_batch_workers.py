@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import eyefold
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_models"
@@ -17,6 +19,7 @@ RUNNER = Path(__file__).resolve().parents[1] / "helpers" / "kill_worker_runner.p
 MODELS = ("torch_eye_chain.onnx", "bool_mask.onnx", "static_matmul.onnx")
 
 
+@pytest.mark.slow
 def test_a_killed_worker_fails_only_the_model_it_held(tmp_path: Path) -> None:
     zoo = tmp_path / "zoo"
     zoo.mkdir()

@@ -104,6 +104,7 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@pytest.mark.slow
 def test_check_shape_chooses_the_check_shapes_and_leaves_the_model(tmp_path: Path) -> None:
     saved = tmp_path / "saved"
     _, check = _check(tmp_path, DYNAMIC, "--check-shape", "x:5,6", "--check-save", str(saved))
@@ -118,6 +119,7 @@ def test_check_shape_chooses_the_check_shapes_and_leaves_the_model(tmp_path: Pat
     assert check["shapes"] == [{"x": [5, 6]}, {"x": [1, 6]}]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -147,6 +149,7 @@ def test_check_options_are_for_one_model(tmp_path: Path, option: list[str]) -> N
     assert done.returncode == 2 and "it takes INPUT OUTPUT" in done.stderr
 
 
+@pytest.mark.slow
 def test_check_options_without_check_warn(tmp_path: Path) -> None:
     done = run("optimize", str(DYNAMIC), str(tmp_path / "o.onnx"), "--check-save", "d")
     assert done.returncode == 0
@@ -154,6 +157,7 @@ def test_check_options_without_check_warn(tmp_path: Path) -> None:
     assert not (tmp_path / "d").exists()
 
 
+@pytest.mark.slow
 def test_check_tolerances_replace_the_defaults(tmp_path: Path) -> None:
     _, check = _check(tmp_path, DYNAMIC, "--check-rtol", "0", "--check-atol", "0")
     assert check["tolerances"] == {"FLOAT": {"rtol": 0.0, "atol": 0.0}}
@@ -253,6 +257,7 @@ def test_a_model_that_runs_at_one_size_only_is_checked_there_and_says_so() -> No
         check_equivalence(model, model, settings=CheckSettings(shapes={"x": [[2], [5]]}))
 
 
+@pytest.mark.slow
 def test_inputs_named_like_numpys_own_parameters_are_checked_and_saved(tmp_path: Path):
     """A graph input named ``file`` (np.savez's own parameter) runs on OpenVINO in the
     check's child process and is saved under its name."""

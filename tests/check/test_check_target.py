@@ -39,6 +39,7 @@ def _needs(runtime: str) -> None:
         pytest.skip(reason)
 
 
+@pytest.mark.slow
 def test_bool_mask_output_runs_on_onnxruntime(tmp_path: Path) -> None:
     """onnxruntime cannot load the original (BOOL EyeLike): only the output runs there."""
     _needs("onnxruntime")
@@ -59,6 +60,7 @@ def test_bool_mask_output_runs_on_onnxruntime(tmp_path: Path) -> None:
     assert check["original_backend"] == check["output_backend"] == "onnx.reference"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("runtime", ["openvino", "tract"])
 def test_output_runs_on_the_target_runtime(tmp_path: Path, runtime: str) -> None:
     _needs(runtime)
@@ -71,6 +73,7 @@ def test_output_runs_on_the_target_runtime(tmp_path: Path, runtime: str) -> None
     assert check["tolerances"] == {"FLOAT": {"rtol": 1e-4, "atol": 1e-5}}
 
 
+@pytest.mark.slow
 def test_a_target_that_is_not_installed_is_named(tmp_path: Path) -> None:
     if missing_reason("tvm") is None:
         pytest.skip("tvm is installed here")
@@ -116,6 +119,7 @@ def test_an_output_the_target_refuses_fails_where_the_original_runs() -> None:
         check_equivalence(original, optimized, settings=CheckSettings(target_runtime="tract"))
 
 
+@pytest.mark.slow
 def test_an_output_the_target_refuses_like_the_original_falls_back_and_says_so() -> None:
     """The target refusing both models is not the optimization's doing: said, not failed."""
     _needs("tract")
@@ -128,6 +132,7 @@ def test_an_output_the_target_refuses_like_the_original_falls_back_and_says_so()
     assert result.target_note.endswith("nor the original")
 
 
+@pytest.mark.slow
 def test_a_runtime_whose_own_floats_differ_is_compared_with_itself(tmp_path: Path) -> None:
     """kornia with float16 inside: OpenVINO's floats are not onnxruntime's, for either model.
 
@@ -152,6 +157,7 @@ def test_a_runtime_whose_own_floats_differ_is_compared_with_itself(tmp_path: Pat
     assert check["tolerances"] == {"FLOAT": {"rtol": 1e-5, "atol": 1e-6}}
 
 
+@pytest.mark.slow
 def test_a_runtime_that_aborts_is_one_error_line(tmp_path: Path) -> None:
     """tract aborts the process on a GatherND index out of range (random indices)."""
     _needs("tract")

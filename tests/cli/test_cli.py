@@ -164,6 +164,7 @@ def test_help_lists_every_flag_with_examples() -> None:
 # --- optimize on every sample ---------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SAMPLE_NAMES, ids=lambda n: n[:-5])
 def test_optimize_sample_with_check_and_report(tmp_path: Path, name: str) -> None:
     source = tmp_path / name
@@ -206,6 +207,7 @@ def test_optimize_sample_with_check_and_report(tmp_path: Path, name: str) -> Non
     onnx.checker.check_model(onnx.load(str(output)), full_check=True)
 
 
+@pytest.mark.slow
 def test_optimize_is_deterministic_and_idempotent(tmp_path: Path) -> None:
     source = SAMPLES / "torch_eye_chain.onnx"
     first, second = tmp_path / "a.onnx", tmp_path / "b.onnx"
@@ -217,6 +219,7 @@ def test_optimize_is_deterministic_and_idempotent(tmp_path: Path) -> None:
     assert digest(again) == digest(first)
 
 
+@pytest.mark.slow
 def test_output_equal_to_input_in_place(tmp_path: Path) -> None:
     model = tmp_path / "m.onnx"
     shutil.copy(SAMPLES / "static_matmul.onnx", model)
@@ -336,6 +339,7 @@ def test_no_fold_with_size_limit_warns(tmp_path: Path) -> None:
 # --- inspect --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SAMPLE_NAMES, ids=lambda n: n[:-5])
 def test_inspect_json_matches_optimize_and_writes_nothing(tmp_path: Path, name: str) -> None:
     shutil.copy(SAMPLES / name, tmp_path / name)
@@ -385,6 +389,7 @@ g (float[1099511627776, 1099511627776] x) => (float[1099511627776, 1099511627776
 """
 
 
+@pytest.mark.slow
 def test_inspect_huge_declared_shape_is_reported_not_allocated(tmp_path: Path) -> None:
     path = tmp_path / "huge.onnx"
     onnx.save(onnx.parser.parse_model(HUGE), str(path))
@@ -417,6 +422,7 @@ def _bad_inputs(tmp_path: Path) -> dict[str, Path]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("source", "extra", "status", "message"),
     [
@@ -527,6 +533,7 @@ def default_opset(path: Path) -> int:
     return next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
 
 
+@pytest.mark.slow
 def test_cli_upgrade_failure_exits_1_and_writes_nothing(
     tmp_path: Path, upgrade_models: ModuleType
 ) -> None:
@@ -545,6 +552,7 @@ def test_cli_upgrade_failure_exits_1_and_writes_nothing(
     assert default_opset(out) == 13
 
 
+@pytest.mark.slow
 def test_eyelike_with_dtype_on_an_untyped_input_does_not_crash_onnx(
     tmp_path: Path, upgrade_models: ModuleType
 ) -> None:
@@ -588,6 +596,7 @@ def test_cli_target_opset_and_report(tmp_path: Path, upgrade_models: ModuleType)
 # --- terminals: colour and progress ---------------------------------------------------
 
 
+@pytest.mark.slow
 def test_terminal_gets_colour_and_progress(tmp_path: Path) -> None:
     primary, secondary = pty.openpty()
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}

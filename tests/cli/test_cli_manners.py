@@ -35,6 +35,7 @@ def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args",
     [["rules"], ["inspect", str(SAMPLES / "dynamic_batch.onnx")]],
@@ -55,6 +56,7 @@ def test_a_reader_that_stops_early_gets_no_traceback(args: list[str]) -> None:
     assert err == ""
 
 
+@pytest.mark.slow
 def test_head_of_rules_in_a_shell_pipeline() -> None:
     shell = shutil.which("sh")
     if shell is None:
@@ -66,6 +68,7 @@ def test_head_of_rules_in_a_shell_pipeline() -> None:
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["before", "after"])
 def test_verbose_works_after_the_subcommand_as_before_it(where: str, tmp_path: Path) -> None:
     paths = [str(SAMPLES / "torch_eye_chain.onnx"), str(tmp_path / "out.onnx")]
@@ -75,6 +78,7 @@ def test_verbose_works_after_the_subcommand_as_before_it(where: str, tmp_path: P
     assert "eyefold: info: EyeLike nodes folded: 1" in done.stderr.splitlines()
 
 
+@pytest.mark.slow
 def test_without_verbose_nothing_is_logged(tmp_path: Path) -> None:
     done = run(
         "optimize", str(SAMPLES / "torch_eye_chain.onnx"), str(tmp_path / "o.onnx"), "-q"
@@ -89,6 +93,7 @@ def _chain_with_removed(path: Path) -> None:
     onnx.save(ir.to_proto(ir.from_onnx_text(text)), path)
 
 
+@pytest.mark.slow
 def test_batch_totals_add_up_with_a_removed_column(tmp_path: Path) -> None:
     models = tmp_path / "in"
     models.mkdir()
@@ -111,6 +116,7 @@ def test_batch_totals_add_up_with_a_removed_column(tmp_path: Path) -> None:
     assert totals["total"] == sum(v for k, v in totals.items() if k != "total")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch", [False, True], ids=["one-model", "two-workers"])
 def test_warnings_print_as_eyefold_warning_lines(batch: bool, tmp_path: Path) -> None:
     """An unreadable runtime-support cache file is a warning (the run goes on), in the
@@ -137,6 +143,7 @@ def test_warnings_print_as_eyefold_warning_lines(batch: bool, tmp_path: Path) ->
     assert "WARNING:" not in done.stderr
 
 
+@pytest.mark.slow
 def test_library_errors_name_keywords_and_the_command_line_names_flags(tmp_path: Path) -> None:
     model = onnx.load(str(SAMPLES / "dynamic_batch.onnx"))  # x: float[batch, 6]
     with pytest.raises(EyefoldError) as library:
@@ -174,6 +181,7 @@ def _ops(path: Path) -> set[str]:
     return {node.op_type for node in onnx.load(str(path)).graph.node}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("sample", "wrote", "did_not_write"),
     [
@@ -220,12 +228,14 @@ RELAXED_LINE = (
 )
 
 
+@pytest.mark.slow
 def test_inspect_says_when_only_relaxed_stands_before_the_diagonal_rewrite() -> None:
     done = run("inspect", str(DIAGONAL))
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines().count(RELAXED_LINE) == 1
 
 
+@pytest.mark.slow
 def test_optimize_says_so_too_and_relaxed_then_does_it(tmp_path: Path) -> None:
     report = tmp_path / "r.json"
     done = run("optimize", str(DIAGONAL), str(tmp_path / "o.onnx"), "--report", str(report))
@@ -258,6 +268,7 @@ def test_the_library_report_names_the_keyword() -> None:
     assert "relaxed=True" in declined["reason"] and "--relaxed" not in declined["reason"]
 
 
+@pytest.mark.slow
 def test_no_relaxed_line_without_a_pattern_a_relaxed_rule_matches(tmp_path: Path) -> None:
     # The torch chain's EyeLike folds and feeds a MatMul: no EyeLike is left to rewrite.
     done = run("optimize", str(SAMPLES / "torch_eye_chain.onnx"), str(tmp_path / "o.onnx"))

@@ -268,6 +268,7 @@ def _load_or_none(path: pathlib.Path) -> onnx.ModelProto | None:
         return None
 
 
+@pytest.mark.slow
 def test_hostile_corpus_messages_name_no_internal_names(
     tmp_path: pathlib.Path, capsys, hostile_files: ModuleType, external_data_model
 ):
@@ -328,6 +329,7 @@ def _declare_first_output_batched(model: onnx.ModelProto) -> onnx.ModelProto:
     return broken
 
 
+@pytest.mark.slow
 @settings(
     max_examples=FUZZ_MESSAGE_EXAMPLES,
     derandomize=True,

@@ -69,6 +69,7 @@ def big_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_saving_one_model_leaves_output_as_it_was(
     big_model: Path, tmp_path: Path
 ) -> None:
@@ -84,6 +85,7 @@ def test_ctrl_c_while_saving_one_model_leaves_output_as_it_was(
     assert hashlib.sha256(output.read_bytes()).hexdigest() == before
 
 
+@pytest.mark.slow
 def test_ctrl_c_in_a_batch_stops_the_workers_without_a_trace(tmp_path: Path) -> None:
     zoo = tmp_path / "zoo"
     zoo.mkdir()

@@ -53,6 +53,7 @@ def test_a_run_with_check_says_passed(tmp_path: Path) -> None:
     assert report["verdict"]["result"] == "PASSED" and report["verdict"]["checked"] is True
 
 
+@pytest.mark.slow
 def test_an_eyelike_the_runtime_cannot_run_is_in_the_status(tmp_path: Path) -> None:
     """mossformer_op13 (onnxruntime #24441): a BOOL EyeLike onnxruntime has no kernel for."""
     pytest.importorskip("onnxruntime")
@@ -87,6 +88,7 @@ def _batch(tmp_path: Path, *args: str) -> tuple[list[str], dict]:
     return done.stdout.splitlines(), json.loads(report.read_text())
 
 
+@pytest.mark.slow
 def test_batch_rows_and_total_say_whether_a_check_ran(tmp_path: Path) -> None:
     pytest.importorskip("onnxruntime")
     lines, report = _batch(tmp_path)

@@ -239,6 +239,7 @@ def _cast_chains(draw) -> onnx.ModelProto:
     return model
 
 
+@pytest.mark.slow
 @settings(
     max_examples=60,
     derandomize=True,

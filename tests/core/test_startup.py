@@ -45,6 +45,7 @@ def test_version_and_help_import_nothing_heavy(args: list[str]) -> None:
     assert imported_by(*args) == []
 
 
+@pytest.mark.slow
 def test_optimize_imports_no_runtime_unless_asked(tmp_path: Path) -> None:
     # Without --check or a target runtime, onnxruntime's table is read from the cache or
     # the built-in fallback: its version comes from package metadata, not an import.
@@ -55,6 +56,7 @@ def test_optimize_imports_no_runtime_unless_asked(tmp_path: Path) -> None:
     assert {"onnx", "onnx_ir"} <= set(imported)
 
 
+@pytest.mark.slow
 def test_onnxscript_is_imported_only_when_a_rule_can_match(tmp_path: Path) -> None:
     # The torch chain's EyeLike reads a ConstantOfShape and feeds a MatMul; the rules
     # before folding look at Cast, Transpose, Mul and shape-preserving producers, and
@@ -67,6 +69,7 @@ def test_onnxscript_is_imported_only_when_a_rule_can_match(tmp_path: Path) -> No
     assert "onnxscript" not in imported_by("rules")
 
 
+@pytest.mark.slow
 def test_rule_specs_are_read_without_onnxscript() -> None:
     code = (
         "import sys; from eyefold.rules import ALL_RULES;"
@@ -100,6 +103,7 @@ def test_registry_order_and_modules_are_the_same() -> None:
     assert [spec.name for spec in eyefold.rules.ALL_RULES] == list(rule_names())
 
 
+@pytest.mark.slow
 def test_runtime_version_comes_from_metadata_without_importing_it() -> None:
     code = (
         "import sys; from eyefold.runtime.support import get_support;"
@@ -122,6 +126,7 @@ run()
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, status", [("torch_eye_chain.onnx", 0), ("missing.onnx", 1)])
 def test_process_exits_with_main_status_after_freezing(
     tmp_path: Path, name: str, status: int

@@ -35,6 +35,9 @@ from onnx.reference import ReferenceEvaluator
 
 import eyefold
 
+# The whole corpus, about 2 minutes: run before a merge, not in the daily loop.
+pytestmark = pytest.mark.slow
+
 DATA = pathlib.Path(onnx.__file__).parent / "backend" / "test" / "data"
 RTOL, ATOL = 1e-3, 1e-7  # onnx.backend.test.loader's defaults, also in every data.json
 

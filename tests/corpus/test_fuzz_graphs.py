@@ -530,6 +530,7 @@ def _check_invariants(original: onnx.ModelProto, **options: object) -> None:
     )
 
 
+@pytest.mark.slow
 @FUZZ_SETTINGS
 @given(models())
 def test_fuzz_optimize_keeps_meaning(model: onnx.ModelProto):
@@ -547,6 +548,7 @@ OPTIONS = st.fixed_dictionaries(
 )
 
 
+@pytest.mark.slow
 @settings(FUZZ_SETTINGS, max_examples=max(1, FUZZ_EXAMPLES // 3))
 @given(models(), OPTIONS)
 def test_fuzz_optimize_with_options_keeps_meaning(model: onnx.ModelProto, options: dict):
@@ -565,6 +567,7 @@ def _eyelike_count(model: onnx.ModelProto) -> int:
     return count
 
 
+@pytest.mark.slow
 @settings(FUZZ_SETTINGS, max_examples=max(1, FUZZ_EXAMPLES // 3))
 @given(models())
 def test_fuzz_never_worse(model: onnx.ModelProto):
@@ -581,6 +584,7 @@ def test_fuzz_never_worse(model: onnx.ModelProto):
     assert counts["total"] == sum(counts[a] for a in actions) == _eyelike_count(model)
 
 
+@pytest.mark.slow
 def test_generator_covers_every_placement_and_source():
     """The strategy reaches every source, placement and type (so the fuzzer tests them)."""
     seen: set[str] = set()

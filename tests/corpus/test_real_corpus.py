@@ -39,6 +39,10 @@ import pytest
 import eyefold
 from eyefold.runtime.runners import RunError, missing_reason, runner_for
 
+# Every corpus model on every runtime, growing with the corpus: run before a merge, not in
+# the daily loop.
+pytestmark = pytest.mark.slow
+
 REAL = Path(__file__).resolve().parents[2] / "sample_models" / "real"
 RUNTIMES = ("onnxruntime", "openvino", "tract")
 VARIANTS = ("default", "pinned", "tract")

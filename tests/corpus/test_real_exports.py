@@ -115,6 +115,7 @@ def test_mossformer_unpinned_stays_and_says_where_its_shape_was_lost() -> None:
     assert "lost at graph input 'x'" in node.reason
 
 
+@pytest.mark.slow
 def test_mossformer_target_onnxruntime_check_exits_0_and_says_how(tmp_path, capsys) -> None:
     output = tmp_path / "mossformer.onnx"
     source = REAL / "mossformer_op13.onnx"
@@ -218,6 +219,7 @@ def _ort_load_error(path: Path) -> str | None:
     return None
 
 
+@pytest.mark.slow
 def test_invalid_is_said_only_of_models_that_are(capsys) -> None:
     # onnxconverter-common's fp16 MossFormer and kornia declare Cast outputs FLOAT16 that
     # are FLOAT: onnxruntime refuses them too ("Type Error"). onnxruntime's own fp16
@@ -247,6 +249,7 @@ _OPTIONS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("options", _OPTIONS, ids=lambda o: "_".join(o) or "default")
 def test_every_exit_1_message_is_one_whole_line(tmp_path, capsys, options) -> None:
     failures = 0

@@ -101,6 +101,7 @@ def test_big_model_takes_the_neighbourhood_path() -> None:
     assert compare_paths(model, OPTIONS["default"], run=True) == NEIGHBOURHOOD_STEP
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("option_name", ["default", "no-upgrade"])
 def test_backend_corpus(option_name: str) -> None:
     taken: dict[str, int] = {}
@@ -131,6 +132,7 @@ def test_upgrade_models(name: str, upgrade_models) -> None:
     compare_paths(getattr(upgrade_models, name)(), OPTIONS["default"], run=True)
 
 
+@pytest.mark.slow
 def test_undeclared_eyelike_inputs_are_inferred_on_the_proto() -> None:
     # benchmarks/generate.py's opset-9 chain: every EyeLike reads an undeclared Reshape
     # output. Inferred on the proto, each needs only its producer, not the whole chain.
@@ -150,6 +152,7 @@ def test_torch_eye_chain_is_upgraded_and_folded_on_the_proto(upgrade_models) -> 
     assert compare_paths(model, OPTIONS["default"], run=True) == NEIGHBOURHOOD_STEP
 
 
+@pytest.mark.slow
 @settings(
     max_examples=int(os.environ.get("EYEFOLD_PROTO_PATH_EXAMPLES", "200")),
     deadline=None,
@@ -254,6 +257,7 @@ def test_inputs_feeding_is_the_same_in_any_order_of_questions(order: list[str]) 
 REAL = sorted((ROOT / "sample_models" / "real").glob("*.onnx"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", REAL, ids=[p.stem for p in REAL])
 def test_real_exports(path: Path) -> None:
     # Their random inputs do not run everywhere (hippynn's indices, MossFormer's negative
@@ -293,6 +297,7 @@ def test_neighbourhood_holds_only_the_nodes_a_rule_looks_at() -> None:
         assert compare_paths(model, options, run=True) == NEIGHBOURHOOD_STEP
 
 
+@pytest.mark.slow
 def test_sinks_stay_narrow_for_a_fold_of_thousands() -> None:
     # 600 EyeLike nodes read Reshape outputs that Add nodes outside read too: each
     # EyeLike output and each Reshape output has an outside reader.
@@ -361,6 +366,7 @@ def test_the_order_shortcut_gives_what_the_slice_gives() -> None:
             assert shortcut == by_slice
 
 
+@pytest.mark.slow
 def test_converter_types_spare_the_second_inference(monkeypatch) -> None:
     # The opset-9 chain's EyeLike inputs are undeclared Reshape outputs: the upgrade's
     # converter has typed them all, so no inference of the slice runs. Where the model

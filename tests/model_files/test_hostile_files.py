@@ -576,6 +576,7 @@ def _run_subprocess(argv: list[str], cwd: pathlib.Path) -> subprocess.CompletedP
 SUBPROCESS_CASES = [c for c in CASES if c.subprocess]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["optimize", "inspect"])
 def test_hostile_files_are_refused_by_the_real_command(
     tmp_path: pathlib.Path, external_data_model, command: str
@@ -600,6 +601,7 @@ def test_hostile_files_are_refused_by_the_real_command(
         assert _digests(model_path.parent) == before, case.id
 
 
+@pytest.mark.slow
 def test_hostile_external_data_given_as_relative_path(
     tmp_path: pathlib.Path, external_data_model
 ):
@@ -683,6 +685,7 @@ def _huge_chain(opset: int) -> onnx.ModelProto:
     return _model(nodes, [], [_info("y", None)], opset=opset)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("build", "opset", "kept"),
     [
@@ -742,6 +745,7 @@ def test_ops_onnx_dropped_are_not_refused(tmp_path: pathlib.Path, capsys):
     assert [n.op_type for n in onnx.load(output).graph.node] == ["ImageScaler", "Add"]
 
 
+@pytest.mark.slow
 def test_eyelike_dtype_after_custom_op_does_not_crash(tmp_path: pathlib.Path):
     """onnx's shape inference segfaults on this model; eyefold must not hand it over."""
     model = _model(
@@ -809,6 +813,7 @@ def _max_rss_of(argv: list[str], cwd: pathlib.Path) -> tuple[int, str, int]:
     return code, stderr, peak
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("head", "says"),
     [
@@ -896,6 +901,7 @@ def _drive(paths: list[str]) -> None:
         print(json.dumps({"file": path, "code": code, "stderr": err.getvalue()}), flush=True)
 
 
+@pytest.mark.slow
 def test_corrupted_sample_models_fail_cleanly_or_succeed(tmp_path: pathlib.Path):
     paths = _write_corpus(tmp_path, CORRUPTED_FILES)
     digests = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
@@ -957,6 +963,7 @@ def _assert_valid_unless_input_was_not(source: pathlib.Path, output: pathlib.Pat
         check_model_safely(onnx.load(output))
 
 
+@pytest.mark.slow
 def test_corrupted_files_through_the_real_command(tmp_path: pathlib.Path):
     """A handful of the corrupted files as real subprocesses: exit 0 or 1, never a signal."""
     paths = _write_corpus(tmp_path, 8)

@@ -405,6 +405,7 @@ def _run_measured(args: list[str]) -> tuple[subprocess.CompletedProcess[str], in
     return result, int(peak[-1].split()[1]) * 1024
 
 
+@pytest.mark.slow
 def test_over_2gib_model_round_trip(tmp_path: Path) -> None:
     """A 3 GiB model (sparse weights) in, optimized, out with external data, then in place.
 
@@ -439,6 +440,7 @@ def test_over_2gib_model_round_trip(tmp_path: Path) -> None:
     assert _leftovers(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_folded_output_over_2gib_is_saved_with_external_data(tmp_path: Path) -> None:
     """No --external-data: a 2.15 GB folded constant cannot be inlined, so it goes external."""
     rows = 23200  # 23200^2 float32 = 2.15e9 bytes > 2 GiB - margin

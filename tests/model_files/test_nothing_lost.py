@@ -146,6 +146,7 @@ def _visible(folder: pathlib.Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
 
 
+@pytest.mark.slow
 def test_kill_mid_save_leaves_no_output(big_model: pathlib.Path, tmp_path: pathlib.Path):
     output = tmp_path / "out.onnx"
     _kill_until_caught(big_model, output, lambda: output.unlink(missing_ok=True))
@@ -153,6 +154,7 @@ def test_kill_mid_save_leaves_no_output(big_model: pathlib.Path, tmp_path: pathl
     assert _visible(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_kill_mid_save_leaves_the_old_output(big_model: pathlib.Path, tmp_path: pathlib.Path):
     output = tmp_path / "out.onnx"
     old = _model(4).SerializeToString()
@@ -172,6 +174,7 @@ def test_the_kill_test_catches_a_writer_that_is_not_atomic(
     assert 0 < output.stat().st_size < big_model.stat().st_size
 
 
+@pytest.mark.slow
 def test_kill_mid_save_onto_the_input_leaves_the_input(tmp_path: pathlib.Path, big_model):
     source = tmp_path / "model.onnx"
     os.link(big_model, source)  # same bytes, no copy; the save replaces the name only
@@ -181,6 +184,7 @@ def test_kill_mid_save_onto_the_input_leaves_the_input(tmp_path: pathlib.Path, b
     assert _visible(tmp_path) == ["model.onnx"]
 
 
+@pytest.mark.slow
 def test_a_completed_big_save_is_whole(big_model: pathlib.Path, tmp_path: pathlib.Path):
     """The twin of the kills: left alone, the same run writes a complete, valid model."""
     output = tmp_path / "out.onnx"
@@ -198,6 +202,7 @@ def test_a_completed_big_save_is_whole(big_model: pathlib.Path, tmp_path: pathli
     assert _visible(tmp_path) == ["out.onnx"]
 
 
+@pytest.mark.slow
 def test_output_equal_to_input_is_replaced_atomically(tmp_path: pathlib.Path):
     """OUTPUT == INPUT: the file is replaced by a rename (a new inode), never rewritten."""
     source = tmp_path / "model.onnx"
@@ -301,6 +306,7 @@ def _save_in_child(
     return done[1], log.read_text().split("\n") if log.exists() else []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("generations", [1, 2], ids=["reads-data", "reads-data.1"])
 @pytest.mark.parametrize("in_place", [False, True], ids=["other-input", "output-is-input"])
 def test_a_kill_at_every_step_of_an_external_data_save(

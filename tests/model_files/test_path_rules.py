@@ -105,6 +105,7 @@ def with_data(tmp_path: pathlib.Path) -> pathlib.Path:
 # --- 1. paths checked before anything is written -------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "names"),
     [
@@ -148,6 +149,7 @@ def test_a_path_slip_is_a_usage_error_and_writes_nothing(
     assert np.array_equal(_weights(with_data / "m.onnx"), np.full(512, 3.0, np.float32))
 
 
+@pytest.mark.slow
 def test_a_report_hard_linked_to_the_input_is_refused(with_data: pathlib.Path):
     """Identity, not spelling: a hard link to the input is that file."""
     os.link(with_data / "m.onnx", with_data / "link.json")
@@ -158,6 +160,7 @@ def test_a_report_hard_linked_to_the_input_is_refused(with_data: pathlib.Path):
     assert _snapshot(with_data) == before
 
 
+@pytest.mark.slow
 def test_a_data_file_named_as_the_input_is_refused(tmp_path: pathlib.Path):
     """OUTPUT o.onnx writes o.onnx.data, here the input model itself."""
     _save_with_data(_model(3.0), tmp_path / "o.onnx.data", "w.bin")
@@ -168,6 +171,7 @@ def test_a_data_file_named_as_the_input_is_refused(tmp_path: pathlib.Path):
     assert _snapshot(tmp_path) == before
 
 
+@pytest.mark.slow
 def test_in_place_stays_allowed(with_data: pathlib.Path):
     result = _eyefold("optimize", "m.onnx", "m.onnx", "--report", "r.json", cwd=with_data)
     assert result.returncode == 0, result.stderr
@@ -175,6 +179,7 @@ def test_in_place_stays_allowed(with_data: pathlib.Path):
     assert json.loads((with_data / "r.json").read_text())["output"]["kept_data_files"] == []
 
 
+@pytest.mark.slow
 def test_a_batch_report_onto_an_input_data_file_is_refused_before_any_model(
     with_data: pathlib.Path,
 ):
@@ -187,6 +192,7 @@ def test_a_batch_report_onto_an_input_data_file_is_refused_before_any_model(
     assert _snapshot(with_data) == before and not (with_data / "out").exists()
 
 
+@pytest.mark.slow
 def test_a_batch_report_onto_an_output_is_refused(with_data: pathlib.Path):
     (with_data / "out").mkdir()
     result = _eyefold(
@@ -257,6 +263,7 @@ def _assert_one_writer_whole(output: pathlib.Path) -> None:
     assert np.array_equal(_weights(output), np.full(512, fill, np.float32))
 
 
+@pytest.mark.slow
 def test_two_racing_saves_never_mix_model_and_data(tmp_path: pathlib.Path):
     """Two real processes save different models to one OUTPUT (which already reads
     o.onnx.data), their renames forced into the order that mixed them. OUTPUT must be
@@ -271,6 +278,7 @@ def test_two_racing_saves_never_mix_model_and_data(tmp_path: pathlib.Path):
     _assert_one_writer_whole(out / "o.onnx")
 
 
+@pytest.mark.slow
 def test_two_racing_saves_to_a_new_output_never_mix(tmp_path: pathlib.Path):
     """No OUTPUT yet: the first claims o.onnx.data, the other sees it claimed (empty, read
     by nobody) and takes o.onnx.data.1. Both finish; OUTPUT is one of them, whole."""
@@ -279,6 +287,7 @@ def test_two_racing_saves_to_a_new_output_never_mix(tmp_path: pathlib.Path):
     _assert_one_writer_whole(out / "o.onnx")
 
 
+@pytest.mark.slow
 def test_a_name_left_claimed_by_a_killed_save_does_not_block_the_next(with_data):
     """A save killed after claiming o.onnx.data leaves it empty; the next one goes on."""
     (with_data / "o.onnx.data").touch()
@@ -291,6 +300,7 @@ def test_a_name_left_claimed_by_a_killed_save_does_not_block_the_next(with_data)
 # --- 4. an in-place run never deletes data another model reads --------------------------
 
 
+@pytest.mark.slow
 def test_in_place_keeps_a_data_file_another_model_reads(tmp_path: pathlib.Path):
     _save_with_data(_model(3.0), tmp_path / "a.onnx", "a.onnx.data")
     (tmp_path / "b.onnx").write_bytes((tmp_path / "a.onnx").read_bytes())  # reads it too
@@ -306,6 +316,7 @@ def test_in_place_keeps_a_data_file_another_model_reads(tmp_path: pathlib.Path):
         assert np.array_equal(_weights(tmp_path / name), np.full(512, 3.0, np.float32))
 
 
+@pytest.mark.slow
 def test_in_place_keeps_the_old_data_when_a_sibling_cannot_be_read(tmp_path: pathlib.Path):
     _save_with_data(_model(3.0), tmp_path / "a.onnx", "a.onnx.data")
     (tmp_path / "c.onnx").write_bytes(b"location \xff\xff\xff not a model")
@@ -333,6 +344,7 @@ def test_in_place_keeps_the_old_data_when_the_folder_is_over_the_scan_budget(
     assert (tmp_path / "a.onnx.data").exists() and saved.data_path.endswith(".data.1")
 
 
+@pytest.mark.slow
 def test_in_place_removes_the_old_data_nobody_else_reads(tmp_path: pathlib.Path):
     _save_with_data(_model(3.0), tmp_path / "a.onnx", "a.onnx.data")
     onnx.save(_model(5.0), tmp_path / "inline.onnx")  # a neighbour without a data file
@@ -345,6 +357,7 @@ def test_in_place_removes_the_old_data_nobody_else_reads(tmp_path: pathlib.Path)
 # --- 5. exit 1 means OUTPUT and the report untouched ------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("external", [False, True], ids=["one-file", "with-data"])
 def test_a_report_that_cannot_be_written_leaves_output_untouched(
     tmp_path: pathlib.Path, external: bool

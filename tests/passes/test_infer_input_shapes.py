@@ -155,6 +155,7 @@ g (float[3,4] x) => (y) {
 }"""
 
 
+@pytest.mark.slow
 def test_eyelike_with_dtype_on_untyped_input_does_not_crash():
     """onnx's own inference kills the process on this model; eyefold must not."""
     script = textwrap.dedent("""

@@ -140,6 +140,7 @@ def test_after_legalization_every_combination_runs_bit_exact(combination, suppor
     assert _run_bits(result.model, feeds) == _reference_bits(original, feeds)
 
 
+@pytest.mark.slow
 def test_cli_legalizes_a_bool_eyelike(tmp_path: pathlib.Path):
     original = _eyelike_model(ir.DataType.BOOL, None)
     source, target = tmp_path / "in.onnx", tmp_path / "out.onnx"

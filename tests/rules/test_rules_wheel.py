@@ -8,6 +8,8 @@ import subprocess
 import sys
 import zipfile
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 # Run from an unrelated folder with the installed copy first on sys.path, so neither the
@@ -27,6 +29,7 @@ print(len(eyefold.rules.ALL_RULES), result.hits["cast_to_dtype"])
 """
 
 
+@pytest.mark.slow
 def test_built_wheel_contains_and_imports_eyefold_rules(tmp_path: pathlib.Path):
     # Build from a copy, so the shared checkout gets no build/ or egg-info changes.
     source = tmp_path / "source"

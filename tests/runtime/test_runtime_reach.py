@@ -30,6 +30,10 @@ from eyefold.runtime.measured import MEASURED
 from eyefold.runtime.runners import RunError, missing_reason, runner_for
 from eyefold.runtime.support import all_combinations, get_profile
 
+# Every runtime, option set and type combination, about 4 minutes: run before a merge,
+# not in the daily loop.
+pytestmark = pytest.mark.slow
+
 RUNTIMES = ("onnxruntime", "openvino", "tract", "tvm")
 SHAPES = ("static", "dynamic")
 TYPES = sorted(EYELIKE_TYPES_OPSET_22, key=lambda t: t.name)
