@@ -20,23 +20,16 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Iterable, Mapping, MutableMapping
-from typing import TypeAlias, TypeGuard
+from typing import TypeAlias
 
 import onnx
 import onnx_ir as ir
 
 from eyefold.errors import WriteBackError
 from eyefold.upgrade.conversion import BodyConversion
+from eyefold.upgrade.writeback import match_nodes, patch_node
 
-__all__ = [
-    "NodeMatch",
-    "changed_attributes",
-    "is_subgraph_change",
-    "match_nodes",
-    "write_back",
-]
-
-_GRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+__all__ = ["write_back"]
 
 # The values in scope by name, and the converter's opaque nodes by path.
 _Names: TypeAlias = MutableMapping[str, ir.Value]
@@ -141,112 +134,30 @@ def _merge_subgraph_attribute(
     return rebuilt
 
 
-def changed_attributes(
-    previous: dict[str, onnx.AttributeProto], new: onnx.NodeProto
-) -> list[tuple[onnx.AttributeProto | None, onnx.AttributeProto | None]]:
-    """The attributes a converted node changed, so both write-backs patch alike.
+class _NodeEditor:
+    """Changes one onnx-ir node in place as :func:`patch_node` decides."""
 
-    ``previous`` maps the names of the original's attributes (as handed to the converter)
-    to them. Returns (converted attribute, the original's of that name or None) for each
-    one that differs, in the converted node's order; then (None, original) for each one
-    dropped.
-    """
-    remaining = dict(previous)
-    changed: list[tuple[onnx.AttributeProto | None, onnx.AttributeProto | None]] = []
-    for attribute in new.attribute:
-        prior = remaining.pop(attribute.name, None)
-        if prior is None or prior != attribute:  # field by field, bits of floats too
-            changed.append((attribute, prior))
-    changed.extend((None, prior) for prior in remaining.values())
-    return changed
+    def __init__(self, node: ir.Node, scope: _Names, opaque: _Opaque) -> None:
+        self.node = node
+        self.scope = scope
+        self.opaque = opaque
 
-
-def is_subgraph_change(
-    prior: onnx.AttributeProto | None, attribute: onnx.AttributeProto
-) -> TypeGuard[onnx.AttributeProto]:
-    """Whether a changed attribute holds the same kind of subgraphs (merged node by node)."""
-    return (
-        prior is not None and attribute.type in _GRAPH_TYPES and prior.type == attribute.type
-    )
-
-
-# One converted node and the original it stands for: (converted node, the original's
-# position in the body handed to the converter or None for a node the converter added,
-# that original as handed to the converter or None, whether the converter changed it, the
-# converted node's output names). A plain tuple: a body has tens of thousands of them.
-NodeMatch: TypeAlias = tuple[
-    onnx.NodeProto, int | None, onnx.NodeProto | None, bool, list[str]
-]
-
-
-def match_nodes(
-    before: onnx.GraphProto,
-    after: onnx.GraphProto,
-    old_outputs: list[list[str]] | None = None,
-) -> list[NodeMatch]:
-    """Each converted node of ``after`` with the node of ``before`` it stands for.
-
-    A converted node stands for the original with the same op, domain, overload and
-    outputs (at most one each); "changed" compares the messages (field presence, unknown
-    fields and the bits of floats count: equal means the same serialized bytes). Each
-    node's outputs are read once, by slicing, and handed on with the match;
-    ``old_outputs``: those of ``before``'s nodes, when the caller has read them already.
-    """
-    old_nodes = list(before.node)
-    if old_outputs is None:
-        old_outputs = [node.output[:] for node in old_nodes]
-    # The first node defining a name wins, as a dict filled in reverse keeps it.
-    position_of = {
-        outputs[0]: position
-        for position, outputs in reversed(list(enumerate(old_outputs)))
-        if outputs
-    }
-    new_nodes = list(after.node)
-    kept: set[int] = set()
-    matched: list[NodeMatch] = []
-    for proto, outputs in zip(new_nodes, [node.output[:] for node in new_nodes], strict=True):
-        position = position_of.get(outputs[0]) if outputs else None
-        if position is not None and position not in kept and outputs == old_outputs[position]:
-            old = old_nodes[position]
-            changed = proto != old  # equal messages have the same op, domain and overload
-            if not changed or (
-                old.op_type == proto.op_type
-                and old.domain == proto.domain
-                and old.overload == proto.overload
-            ):
-                kept.add(position)
-                matched.append((proto, position, old, changed, outputs))
-                continue
-        matched.append((proto, None, None, True, outputs))
-    return matched
-
-
-def _patch(
-    node: ir.Node, old: onnx.NodeProto, new: onnx.NodeProto, scope: _Names, opaque: _Opaque
-) -> int:
-    """Makes ``node`` (serialized as ``old``) match ``new``; returns nodes changed."""
-    changed = 0
-    if list(new.input) != list(old.input):
-        values = [_lookup(scope, name, f"{new.op_type} node") for name in new.input]
+    def set_inputs(self, names: list[str]) -> None:
+        node = self.node
+        values = [_lookup(self.scope, name, f"{node.op_type} node") for name in names]
         node.resize_inputs(len(values))
         for index, value in enumerate(values):
             if node.inputs[index] is not value:
                 node.replace_input_with(index, value)
-        changed = 1
-    if tuple(new.output) in opaque:
-        return changed  # EyeLike stand-in or attribute-reference node: attributes as were
-    previous = {a.name: a for a in old.attribute}
-    for attribute, prior in changed_attributes(previous, new):
-        if attribute is None:
-            if prior is not None:
-                del node.attributes[prior.name]
-            changed = max(changed, 1)
-        elif is_subgraph_change(prior, attribute):
-            changed += _merge_subgraph_attribute(node, prior, attribute, scope, opaque)
-        else:
-            node.attributes[attribute.name] = _attribute(attribute, scope)
-            changed = max(changed, 1)
-    return changed
+
+    def set_attribute(self, attribute: onnx.AttributeProto) -> None:
+        self.node.attributes[attribute.name] = _attribute(attribute, self.scope)
+
+    def remove_attribute(self, name: str) -> None:
+        del self.node.attributes[name]
+
+    def merge_subgraphs(self, old: onnx.AttributeProto, new: onnx.AttributeProto) -> int:
+        return _merge_subgraph_attribute(self.node, old, new, self.scope, self.opaque)
 
 
 def _merge_graph(
@@ -269,7 +180,8 @@ def _merge_graph(
             node = nodes[position]
             kept.add(position)
             if changed:
-                rebuilt += _patch(node, old, proto, scope, opaque)
+                is_opaque = tuple(proto.output) in opaque
+                rebuilt += patch_node(old, proto, is_opaque, _NodeEditor(node, scope, opaque))
         final.append((node, position is not None))
         for out in node.outputs:
             scope[out.name or ""] = out

@@ -1,12 +1,11 @@
 """Write a converted weightless body back onto the ModelProto body it was made from.
 
-The rules are those of the onnx-ir write-back (``eyefold.upgrade.writeback_ir``), on
-NodeProtos: a converted node stands for the original with the same op and outputs
-(:func:`match_nodes`); the original is kept as it is where the converter left it
-unchanged, else it gets a patch (inputs, changed attributes, subgraphs merged node by
-node; opaque nodes keep their attributes), applied only by :func:`write_body`; nodes the
-converter added go right before the next kept node. Large Constant nodes the converter
-never saw keep their places.
+The rules are those of :mod:`eyefold.upgrade.writeback`, shared with the onnx-ir
+write-back, on NodeProtos: a converted node stands for the original with the same op and
+outputs (:func:`match_nodes`); the original is kept as it is where the converter left it
+unchanged, else it gets a patch (:func:`patch_node`) collected here and applied only by
+:func:`write_body`; nodes the converter added go right before the next kept node. Large
+Constant nodes the converter never saw keep their places.
 
 Where the onnx-ir write-back would sort the body (the converter reordered kept nodes) or
 fail, :class:`MergeError` says so; nothing has been changed by then.
@@ -22,7 +21,7 @@ import onnx
 
 from eyefold.core.proto_subgraphs import may_hold_subgraphs
 from eyefold.errors import WriteBackError
-from eyefold.upgrade.writeback_ir import changed_attributes, is_subgraph_change, match_nodes
+from eyefold.upgrade.writeback import match_nodes, patch_node
 
 __all__ = ["MergeError", "MergedBody", "merge_body", "write_body"]
 
@@ -148,6 +147,36 @@ def _merged_attribute(
     return merged, rebuilt
 
 
+class _PatchEditor:
+    """Collects one original node's patch as :func:`patch_node` decides it.
+
+    Attributes:
+        patch: the patch so far.
+        attributes: the node's attributes so far, by name, in order.
+    """
+
+    def __init__(self, attributes: dict[str, onnx.AttributeProto], opaque: _Opaque) -> None:
+        self.patch = NodePatch()
+        self.attributes = attributes
+        self.opaque = opaque
+
+    def set_inputs(self, names: list[str]) -> None:
+        self.patch.inputs = names
+
+    def set_attribute(self, attribute: onnx.AttributeProto) -> None:
+        if attribute.type in _GRAPH_TYPES:
+            raise MergeError(f"the converter made new subgraphs for {attribute.name!r}")
+        self.attributes[attribute.name] = attribute
+
+    def remove_attribute(self, name: str) -> None:
+        del self.attributes[name]
+
+    def merge_subgraphs(self, old: onnx.AttributeProto, new: onnx.AttributeProto) -> int:
+        merged, count = _merged_attribute(self.attributes[old.name], old, new, self.opaque)
+        self.attributes[old.name] = merged
+        return count
+
+
 def _patch(
     original: onnx.NodeProto,
     old: onnx.NodeProto,
@@ -161,35 +190,17 @@ def _patch(
     stand-ins in its subgraphs, the same messages. So the patched attribute list is built
     from its attributes (the patch copies them), unless it may hold subgraphs.
     """
-    patch = NodePatch()
-    changed = 0
-    inputs = new.input[:]
-    if inputs != old.input[:]:
-        patch.inputs = inputs
-        changed = 1
-    if is_opaque:
-        return patch, changed  # EyeLike or attribute-reference node: attributes as were
+    if is_opaque:  # new inputs at most: the attributes stay as they were
+        editor = _PatchEditor({}, opaque)
+        return editor.patch, patch_node(old, new, True, editor)
     previous = {a.name: a for a in old.attribute}
     if may_hold_subgraphs(old):
-        attributes = {a.name: a for a in original.attribute}
+        editor = _PatchEditor({a.name: a for a in original.attribute}, opaque)
     else:
-        attributes = dict(previous)
-    for attribute, prior in changed_attributes(previous, new):
-        if attribute is None:
-            if prior is not None:
-                del attributes[prior.name]
-            changed = max(changed, 1)
-        elif attribute.type in _GRAPH_TYPES and not is_subgraph_change(prior, attribute):
-            raise MergeError(f"the converter made new subgraphs for {attribute.name!r}")
-        elif is_subgraph_change(prior, attribute):
-            merged, count = _merged_attribute(attributes[prior.name], prior, attribute, opaque)
-            attributes[prior.name] = merged
-            changed += count
-        else:
-            attributes[attribute.name] = attribute
-            changed = max(changed, 1)
-    patch.attributes = list(attributes.values())
-    return patch, changed
+        editor = _PatchEditor(dict(previous), opaque)
+    changed = patch_node(old, new, False, editor, previous)
+    editor.patch.attributes = list(editor.attributes.values())
+    return editor.patch, changed
 
 
 def merge_body(
