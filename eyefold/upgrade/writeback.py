@@ -7,6 +7,9 @@ that back onto the model it came from is done twice, on an onnx-ir body
 share is decided here:
 
 * which original node each converted node stands for (:func:`match_nodes`);
+* where each node goes: the kept originals in their places, each node the converter added
+  right before the next kept one, the last ones at the end; kept nodes the converter
+  reordered are flagged (:func:`place_nodes`);
 * what a changed node's patch does: new inputs, then (unless the node is opaque) each
   changed attribute replaced, dropped, or its subgraphs merged node by node, and how many
   nodes that counts as changed (:func:`patch_node`, applied through a :class:`NodeEditor`).
@@ -16,12 +19,15 @@ The adapters apply those decisions to their own model, each the way it stays fas
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Protocol, TypeAlias
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Generic, Protocol, TypeAlias, TypeVar
 
 import onnx
 
-__all__ = ["NodeEditor", "NodeMatch", "match_nodes", "patch_node"]
+__all__ = ["NodeEditor", "NodeMatch", "Placement", "match_nodes", "patch_node", "place_nodes"]
+
+_Node = TypeVar("_Node")
 
 _GRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 
@@ -74,6 +80,61 @@ def match_nodes(
                 continue
         matched.append((proto, None, None, True, outputs))
     return matched
+
+
+@dataclasses.dataclass
+class Placement(Generic[_Node]):
+    """Where the written-back nodes go, in an adapter's own nodes.
+
+    Attributes:
+        groups: for each kept original, by its position in the body handed to the
+            converter, the nodes that take its place: those the converter added right
+            before it, then itself; in the converter's order.
+        trailing: the nodes the converter added after its last kept one.
+        reordered: the converter put kept nodes in another order.
+        rebuilt: the nodes changed or added.
+    """
+
+    groups: dict[int, list[_Node]]
+    trailing: list[_Node]
+    reordered: bool
+    rebuilt: int
+
+
+def place_nodes(
+    matches: list[NodeMatch],
+    add: Callable[[onnx.NodeProto, list[str]], _Node],
+    keep: Callable[[onnx.NodeProto, int, onnx.NodeProto, bool, list[str]], tuple[_Node, int]],
+    *,
+    stop_if_reordered: bool = False,
+) -> Placement[_Node]:
+    """Each match made a node of the adapter's, in the converter's order, and placed.
+
+    ``add`` makes the node for a converted node with no original (from it and its
+    outputs); ``keep`` gives the original of a match (called with the match's fields)
+    and the nodes its patch changed (0 when unchanged). With ``stop_if_reordered``, the
+    walk ends at the first kept node out of order (the placement is then only good for
+    its ``reordered``).
+    """
+    groups: dict[int, list[_Node]] = {}
+    pending: list[_Node] = []
+    last, rebuilt, reordered = -1, 0, False
+    for proto, position, old, changed, outputs in matches:
+        if position is None or old is None:
+            pending.append(add(proto, outputs))
+            rebuilt += 1
+            continue
+        if position < last:
+            reordered = True
+            if stop_if_reordered:
+                break
+        last = position
+        node, count = keep(proto, position, old, changed, outputs)
+        pending.append(node)
+        rebuilt += count
+        groups[position] = pending
+        pending = []
+    return Placement(groups, pending, reordered, rebuilt)
 
 
 class NodeEditor(Protocol):

@@ -27,7 +27,7 @@ import onnx_ir as ir
 
 from eyefold.errors import WriteBackError
 from eyefold.upgrade.conversion import BodyConversion
-from eyefold.upgrade.writeback import match_nodes, patch_node
+from eyefold.upgrade.writeback import Placement, match_nodes, patch_node, place_nodes
 
 __all__ = ["write_back"]
 
@@ -169,23 +169,30 @@ def _merge_graph(
     opaque: Mapping[tuple[str, ...], onnx.NodeProto | None],
 ) -> int:
     """Makes ``body`` match ``after``; returns the number of nodes changed or added."""
-    kept: set[int] = set()
-    final: list[tuple[ir.Node, bool]] = []
-    rebuilt = 0
-    for proto, position, old, changed, _ in match_nodes(before, after):
-        if position is None or old is None:
-            node = _build_node(proto, scope)
-            rebuilt += 1
-        else:
-            node = nodes[position]
-            kept.add(position)
-            if changed:
-                is_opaque = tuple(proto.output) in opaque
-                rebuilt += patch_node(old, proto, is_opaque, _NodeEditor(node, scope, opaque))
-        final.append((node, position is not None))
-        for out in node.outputs:
-            scope[out.name or ""] = out
-    dropped = [node for position, node in enumerate(nodes) if position not in kept]
+
+    def add(proto: onnx.NodeProto, outputs: list[str]) -> ir.Node:
+        node = _build_node(proto, scope)
+        scope.update((out.name or "", out) for out in node.outputs)
+        return node
+
+    def keep(
+        proto: onnx.NodeProto,
+        position: int,
+        old: onnx.NodeProto,
+        changed: bool,
+        outputs: list[str],
+    ) -> tuple[ir.Node, int]:
+        node = nodes[position]
+        count = 0
+        if changed:
+            is_opaque = tuple(outputs) in opaque
+            count = patch_node(old, proto, is_opaque, _NodeEditor(node, scope, opaque))
+        scope.update((out.name or "", out) for out in node.outputs)
+        return node, count
+
+    placement = place_nodes(match_nodes(before, after), add, keep)
+    groups = placement.groups
+    dropped = [node for position, node in enumerate(nodes) if position not in groups]
     for node in dropped:
         for out in node.outputs:
             replacement = scope.get(out.name or "")
@@ -198,30 +205,22 @@ def _merge_graph(
                 out.replace_all_uses_with(replacement, replace_graph_outputs=True)
     _detach_subgraphs(dropped)
     body.remove(dropped, safe=True)
-    _place(body, final)
+    _place(body, placement)
     outputs = body.outputs
     for index, info in enumerate(after.output):
         if outputs[index].name != info.name:
             raise WriteBackError(f"graph output {index} is {info.name!r} after conversion")
-    return rebuilt
+    return placement.rebuilt
 
 
-def _place(body: ir.Graph | ir.Function, final: list[tuple[ir.Node, bool]]) -> None:
+def _place(body: ir.Graph | ir.Function, placement: Placement[ir.Node]) -> None:
     """Inserts the new nodes between the kept ones, in the converter's order."""
-    pending: list[ir.Node] = []
-    order_kept = []
-    for node, is_kept in final:
-        if not is_kept:
-            pending.append(node)
-            continue
-        order_kept.append(node)
-        if pending:
-            body.insert_before(node, pending)
-            pending = []
-    if pending:
-        body.extend(pending)
-    kept_ids = {id(node) for node in order_kept}
-    if [node for node in body if id(node) in kept_ids] != order_kept:
+    for group in placement.groups.values():
+        if len(group) > 1:
+            body.insert_before(group[-1], group[:-1])
+    if placement.trailing:
+        body.extend(placement.trailing)
+    if placement.reordered:
         body.sort()
 
 

@@ -21,7 +21,7 @@ import onnx
 
 from eyefold.core.proto_subgraphs import may_hold_subgraphs
 from eyefold.errors import WriteBackError
-from eyefold.upgrade.writeback import match_nodes, patch_node
+from eyefold.upgrade.writeback import match_nodes, patch_node, place_nodes
 
 __all__ = ["MergeError", "MergedBody", "merge_body", "write_body"]
 
@@ -231,36 +231,39 @@ def merge_body(
     hidden_set = set(hidden)
     serialized = [i for i in range(len(originals)) if i not in hidden_set]
     names = _NodeNames(originals)
-    replacements: dict[int, list[onnx.NodeProto]] = {}
-    pending: list[onnx.NodeProto] = []
     patches: list[tuple[onnx.NodeProto, NodePatch]] = []
     added: list[onnx.NodeProto] = []
     defined: set[str] = set()
-    last, rebuilt = -1, 0
-    for proto, position, old, changed, outputs in match_nodes(before, after, old_outputs):
-        if position is None or old is None:
-            if opaque and tuple(outputs) in opaque:
-                raise MergeError(f"the converter replaced the opaque {proto.op_type} node")
-            added.append(names.new_node(proto))
-            pending.append(proto)
-            defined.update(outputs)
-            rebuilt += 1
-            continue
-        if position < last:
-            raise MergeError("the converter reordered the nodes it kept")
-        last = position
+
+    def add(proto: onnx.NodeProto, outputs: list[str]) -> onnx.NodeProto:
+        if opaque and tuple(outputs) in opaque:
+            raise MergeError(f"the converter replaced the opaque {proto.op_type} node")
+        added.append(names.new_node(proto))
+        defined.update(outputs)
+        return proto
+
+    def keep(
+        proto: onnx.NodeProto,
+        position: int,
+        old: onnx.NodeProto,
+        changed: bool,
+        outputs: list[str],
+    ) -> tuple[onnx.NodeProto, int]:
         original = originals[serialized[position]]
-        pending.append(original)
-        if changed:
-            is_opaque = bool(opaque) and tuple(outputs) in opaque
-            patch, count = _patch(original, old, proto, is_opaque, opaque)
-            patches.append((original, patch))
-            rebuilt += count
-        replacements[position] = pending
-        pending = []
-    nodes, dropped = _in_order(originals, hidden_set, replacements)
-    nodes.extend(pending)
-    return MergedBody(nodes, patches, added, dropped - defined, rebuilt)
+        if not changed:
+            return original, 0
+        is_opaque = bool(opaque) and tuple(outputs) in opaque
+        patch, count = _patch(original, old, proto, is_opaque, opaque)
+        patches.append((original, patch))
+        return original, count
+
+    matches = match_nodes(before, after, old_outputs)
+    placement = place_nodes(matches, add, keep, stop_if_reordered=True)
+    if placement.reordered:
+        raise MergeError("the converter reordered the nodes it kept")
+    nodes, dropped = _in_order(originals, hidden_set, placement.groups)
+    nodes.extend(placement.trailing)
+    return MergedBody(nodes, patches, added, dropped - defined, placement.rebuilt)
 
 
 def _in_order(
