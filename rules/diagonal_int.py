@@ -14,9 +14,10 @@ overflow. Bool inputs are covered: both exporters Cast them to INT64 before the 
 back after, and the Cast is moved after the selection (a Cast commutes with it).
 
 Both torch exporters are matched as they write it:
-    * dynamo (onnxscript torch_lib ``aten_diagonal``): ``ReduceSum(Mul(Transpose(x, perm),
-      CastLike(EyeLike(ConstantOfShape(Concat(rows, cols)), k), x)), axes=[rank-2],
-      keepdims=0)``, then a Slice; for bool, ``Cast(INT64)`` on both Mul operands;
+    * dynamo (onnxscript's ``torch_lib.ops.core.aten_diagonal``):
+      ``ReduceSum(Mul(Transpose(x, perm), CastLike(EyeLike(ConstantOfShape(Concat(rows,
+      cols)), k), x)), axes=[rank-2], keepdims=0)``, then a Slice; for bool,
+      ``Cast(INT64)`` on both Mul operands;
     * TorchScript (``symbolic_opset12.diagonal``): ``ReduceSum(Mul(Transpose(x, perm),
       EyeLike(ConstantOfShape(Concat(rows, cols)), k)), axes=[-1], keepdims=0)``, then
       a GatherND inside an If.

@@ -16,7 +16,7 @@ __all__ = ["ModelNames"]
 
 
 def _first_free(stem: str, taken: set[str]) -> str:
-    """``stem`` itself when free, else ``stem_1``, ``stem_2``... (first free one), taken."""
+    """``stem`` when free, else the first free ``"{stem}_1"``, ``"{stem}_2"``..., taken."""
     candidate, suffix = stem, 0
     while candidate in taken:
         suffix += 1
@@ -54,11 +54,11 @@ class ModelNames:
                 self._values.update(v.name for v in node.outputs if v.name)
 
     def new_value(self, stem: str) -> str:
-        """A value name unused in the model: ``stem``, else ``stem_1``, ``stem_2``..."""
+        """A value name unused in the model: ``stem``, else ``"{stem}_1"``, ``"{stem}_2"``."""
         self._collect()
         return _first_free(stem, self._values)
 
     def new_node(self, stem: str) -> str:
-        """A node name unused in the model: ``stem``, else ``stem_1``, ``stem_2``..."""
+        """A node name unused in the model: ``stem``, else ``"{stem}_1"``, ``"{stem}_2"``."""
         self._collect()
         return _first_free(stem, self._nodes)

@@ -110,8 +110,8 @@ class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):
     Each scope is rewritten until no rule fires (at most ``max_rounds`` rounds). Nodes a
     rewrite leaves without users (a bypassed EyeLike, an identity initializer, the chain
     that fed them) are removed; graph inputs and outputs never are. A rewrite the cost
-    model refuses (``rewrite_cost``) is not applied: rules never make an EyeLike the
-    runtime cannot run, nor one that no longer folds.
+    model refuses (:mod:`eyefold.rewriting.cost`) is not applied: rules never make an
+    EyeLike the runtime cannot run, nor one that no longer folds.
 
     Attributes:
         specs: the selected rules, in registry order.

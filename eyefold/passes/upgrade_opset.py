@@ -3,10 +3,10 @@
 The conversion itself is done by the well-kept converters: onnxscript's from opset 18 (up
 to the newest opset it has adapters for), onnx's C++ converter below that and beyond it.
 eyefold hands them each graph body separately and without its weights (see
-``version_conversion``), writes back only the nodes they changed (see
-``proto_writeback``), raises ``ir_version`` to the minimum the new opset needs, and
-validates the result with ``onnx.checker.check_model(full_check=True)`` before touching the
-model: a failed upgrade leaves the model as it was.
+:mod:`eyefold.upgrade.conversion`), writes back only the nodes they changed (see
+:mod:`eyefold.upgrade.writeback_ir`), raises ``ir_version`` to the minimum the new opset
+needs, and validates the result with ``onnx.checker.check_model(full_check=True)`` before
+touching the model: a failed upgrade leaves the model as it was.
 
 onnxscript's ``ConvertVersionPass`` itself is not used: it inlines every model-local
 function first, and below opset 18 it calls the same C++ converter on a whole-model round
@@ -64,7 +64,7 @@ class UpgradeOpsetPass(ir.passes.InPlacePass):
 
     Every node of the main graph, of its subgraphs and of every model-local function is
     converted to the target opset's form by onnxscript's or onnx's version converter (see
-    ``version_conversion``); EyeLike nodes keep their ``k`` and ``dtype`` (an absent
+    :mod:`eyefold.upgrade.conversion`); EyeLike nodes keep their ``k`` and ``dtype`` (an absent
     ``dtype`` stays absent). ``ir_version`` is raised to the minimum the target opset needs
     and never lowered. A model already at or above the target is left unchanged.
 

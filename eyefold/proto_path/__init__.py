@@ -322,8 +322,8 @@ def optimize_proto(
 
     Args:
         model: the model; changed in place on the neighbourhood path, and by an opset
-            upgrade done on the proto (the whole-model path may then follow). Otherwise a
-            new proto is returned and ``model`` is left as it was.
+            upgrade done on the proto (the whole-model path may then follow). Otherwise
+            the result is a new model and ``model`` is left as it was.
         options: the run's options.
         record: the run's record, to append the steps to (a new one if None); the caller
             builds the report from it when the whole run is done.
@@ -334,8 +334,10 @@ def optimize_proto(
             line's table; a library call does without the walks that can take).
 
     Returns:
-        The optimized proto, the run's record and, if asked for, the stats before and
-        after.
+        What the run did: its record, the data files the model as given reads, the stats
+        before and after (if asked for), and the result, which :attr:`ProtoRun.model`
+        serializes on first use: ``model`` itself on the neighbourhood path (its large
+        new tensors written then), else the onnx-ir model in :attr:`ProtoRun.whole_model`.
     """
     record = RunRecord() if record is None else record
     opset = default_opset({o.domain: o.version for o in model.opset_import})

@@ -19,7 +19,8 @@ segfaults on an EyeLike with a ``dtype`` whose input type is unknown. So each gr
 
 From opset 18 the same weightless proto goes through onnxscript's converter instead (see
 :func:`_convert`). Nodes the converters did not change are recognized afterwards by their
-serialized bytes and kept as they are (see ``proto_writeback``).
+serialized bytes and kept as they are (see :mod:`eyefold.upgrade.writeback_ir` and
+:mod:`eyefold.upgrade.writeback_proto`).
 """
 
 from __future__ import annotations
@@ -253,7 +254,7 @@ def convert_graph(
     as it is (a body of tens of thousands of nodes is not copied once more); its IR
     version and opset imports are set here, and its EyeLike nodes become stand-ins in
     place. Below opset 7 eyefold writes the opset-7 form itself and the converter starts
-    from there (see ``_legacy_opset_fixes``).
+    from there (see :mod:`eyefold.upgrade.legacy_fixes`).
 
     Raises:
         UpgradeError: the source opset is older than eyefold upgrades, a node's conversion

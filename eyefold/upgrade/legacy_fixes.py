@@ -16,7 +16,7 @@ and by reading the adapters registered in onnx's ``onnx/version_converter/conver
 * Scan-8 -> 9 (``Scan_8_9``) drops the batch axis from the declared types only, so the
   converted Scan iterates over the batch: refused;
 * Resize-10 and Upsample -> Resize-11 (``Resize_10_11``, ``Upsample_9_10``) leave
-  ``coordinate_transformation_mode`` at its ``half_pixel`` default: set explicitly.
+  ``coordinate_transformation_mode`` at its ``"half_pixel"`` default: set explicitly.
 """
 
 from __future__ import annotations
@@ -278,7 +278,7 @@ def keep_resize_10_coordinates(
 
     Resize-10 and Upsample map output index ``y`` to input coordinate ``y / scale``
     (onnxruntime rounds nearest per axis down when enlarging, up when shrinking). Resize-11
-    made that mapping an attribute whose default is ``half_pixel``, and onnx's adapter
+    made that mapping an attribute whose default is ``"half_pixel"``, and onnx's adapter
     leaves it unset, which changes linear results; so the mapping is set explicitly.
     """
     if source >= 11:

@@ -3,11 +3,12 @@
 The conversion is ``UpgradeOpsetPass``'s: each body (the main graph with its subgraphs,
 each model-local function below the target) goes through :func:`convert_graph` as a
 weightless GraphProto, and onnx's full checker validates the converted model (functions
-included, ``upgrade_validation``) before the model is touched. Only the ends differ: the
-weightless body is built from the proto's own fields, large initializers and Constant
-tensors declared as typed graph inputs (their TensorProtos are neither copied nor
-moved), and the converted nodes replace the body's (:mod:`.upgrade_merge`), the original
-NodeProtos kept wherever the converter left them as they were.
+included; :mod:`eyefold.upgrade.validation`) before the model is touched. Only the ends
+differ: the weightless body is built from the proto's own fields, large initializers and
+Constant tensors declared as typed graph inputs (their TensorProtos are neither copied
+nor moved), and the converted nodes replace the body's
+(:mod:`eyefold.upgrade.writeback_proto`), the original NodeProtos kept wherever the
+converter left them as they were.
 
 Whatever the onnx-ir upgrade would refuse, or might do otherwise (an error of any kind,
 an EyeLike in a scope older than EyeLike, sparse initializers, a result the onnx-ir

@@ -4,7 +4,7 @@ onnx's C++ converter registers a plain version bump for GroupNormalization 20 ->
 after the adapter that turns per-group scale and bias into per-channel ones, so its
 output computes something else; onnxscript's converter adapts it. It is used where its
 adapter registry has something for the body's ops in the range (see
-:func:`onnxscript_adapts`); ``version_conversion`` calls it.
+:func:`onnxscript_adapts`); :mod:`eyefold.upgrade.conversion` calls it.
 """
 
 from __future__ import annotations
