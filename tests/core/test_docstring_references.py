@@ -36,6 +36,8 @@ PACKAGES = {"eyefold": "eyefold", "rules": "eyefold.rules"}
 # Importing it runs the command line.
 NOT_IMPORTED = {"eyefold.__main__"}
 DOCUMENTS = ["README.md", "docs"]
+# It names the test of each promise, and is rewritten whole when the tests move.
+LEFT_OUT = {pathlib.Path("docs/reliability.md")}
 
 ROLE = re.compile(r":(?:mod|func|class|meth|attr|data|exc|obj):`([^`]+)`")
 LITERAL = re.compile(r"``([^`]+)``")
@@ -275,7 +277,7 @@ def documents() -> list[pathlib.Path]:
     for entry in DOCUMENTS:
         path = REPO / entry
         found.extend(sorted(path.glob("*.md")) if path.is_dir() else [path])
-    return [path.relative_to(REPO) for path in found]
+    return [path.relative_to(REPO) for path in found if path.relative_to(REPO) not in LEFT_OUT]
 
 
 def test_docstring_references_exist() -> None:
