@@ -1,12 +1,12 @@
 """Any default-domain op whose small inputs are all known, computed by onnx's reference.
 
-Exporters reach shapes through more ops than :mod:`eyefold.shape_facts.values` has rules
-for (TorchScript's ``unflatten`` normalizes its dim with a ``Mod`` of two constants), and
-tomorrow's exporter will use another. Where every input of a node is a fully known small
-value, the node is run as onnx's reference evaluator runs it, at the model's opset: the
-same semantics the soundness test checks the rules against, so nothing here is a second
-opinion on what an op computes. The hand-written rules stay where they know more than
-this can: symbolic dims and partly known values.
+Exporters reach shapes through more ops than :mod:`eyefold.shape_facts.values` has
+evaluators for (TorchScript's ``unflatten`` normalizes its dim with a ``Mod`` of two
+constants), and tomorrow's exporter will use another. Where every input of a node is a
+fully known small value, the node is run as onnx's reference evaluator runs it, at the
+model's opset: the same semantics the soundness test checks the hand-written evaluators
+against, so nothing here is a second opinion on what an op computes. Those evaluators
+stay where they know more than this can: symbolic dims and partly known values.
 
 A node stays unknown when its result is not the op's alone to decide (random ops), or
 not every runtime's alike (a float result of an op whose last bit a runtime may round

@@ -4,9 +4,9 @@ After the rounds of inference (:mod:`eyefold.shape_facts.rounds`) an EyeLike inp
 still have unknown dims. :func:`where_lost` walks back from it, one need at a time: the
 dims of a tensor's shape, or the elements of a shape value. At each node it asks which
 input (and which of its dims or elements) the unknown part comes from, following only
-the dims an op's shape rule maps the unknown ones to (a broadcast, MatMul, Einsum,
+the dims an op's shape inference maps the unknown ones to (a broadcast, MatMul, Einsum,
 Concat, Slice...), until it reaches a node whose inputs are known where its output is not
-(onnx's inference or eyefold's value rules stop there), an op whose output depends on the
+(onnx's inference or eyefold's value evaluators stop there), an op whose output depends on the
 data or that eyefold does not evaluate, or a graph input with dynamic dims. Those dims
 are named; ``--input-shape`` is suggested only when the inference, run again with them
 pinned, makes the shape static.
@@ -37,7 +37,12 @@ from eyefold.shape_facts.rounds import (
     shape_table,
     small_constants,
 )
-from eyefold.shape_facts.values import RULES, PartialValue, ValuesOnDemand, slice_positions
+from eyefold.shape_facts.values import (
+    EVALUATORS,
+    PartialValue,
+    ValuesOnDemand,
+    slice_positions,
+)
 
 __all__ = [
     "SHAPE_LOST_KEY",
@@ -327,7 +332,7 @@ def _element_step(walk: _Walk, node: onnx.NodeProto, element: int | None) -> lis
     if element is None:
         if op in ("Shape", "Size"):
             return [_Need("shape", inputs[0])]
-        computed = op in RULES or evaluable(node)
+        computed = op in EVALUATORS or evaluable(node)
         found = _unknowns(walk, inputs, "value")
         if (found or walk.every_part) and computed:
             return found
@@ -352,7 +357,7 @@ def _element_step(walk: _Walk, node: onnx.NodeProto, element: int | None) -> lis
         return _concat_step(walk, inputs, element)
     if op == "Slice":
         return _slice_step(walk, inputs, element)
-    if op in RULES and op not in ("Constant", "ConstantOfShape", "Expand"):
+    if op in EVALUATORS and op not in ("Constant", "ConstantOfShape", "Expand"):
         needs = []
         for name in inputs:  # elementwise: the operands unknown at that element
             length = walk.value_length(name) if name else None
@@ -687,7 +692,7 @@ def _dim_sources(
 ) -> list[_Need] | None:
     """The input dims the unknown ``dims`` of ``node``'s output come from.
 
-    Only where the op's shape rule maps dims to dims; None: the op is not mapped here
+    Only where the op's shape inference maps dims to dims; None: the op is not mapped here
     (every input is needed).
     """
     op, inputs = node.op_type, [name for name in node.input if name]

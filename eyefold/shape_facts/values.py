@@ -6,12 +6,12 @@ and Min/Max. onnx's data propagation follows some of these (not Reshape, not Div
 Slice whose ends are computed, not Range): there the shape is lost although every number
 in it is known. This module computes those values where they are known: a
 :class:`PartialValue` holds a scalar or 1-D tensor's elements, each a number or None
-(unknown), read from constants and from the shapes onnx inferred. The rules below carry
+(unknown), read from constants and from the shapes onnx inferred. The evaluators below carry
 partial knowledge (a Shape of symbolic dims, a Concat of some known elements); any other
 op whose inputs are all known is run by onnx's reference evaluator
 (:mod:`eyefold.shape_facts.evaluate`).
 
-Every rule computes what the op computes, in the tensor's own element type (integer
+Every evaluator computes what the op computes, in the tensor's own element type (integer
 division truncates toward zero, as onnx's reference evaluator and onnxruntime do); where a
 result could depend on something not modelled here (overflow, a division by zero, a
 non-finite float, an index out of range) the element stays unknown. Nothing is guessed:
@@ -176,7 +176,7 @@ def _elementwise(
 
 @dataclasses.dataclass
 class _Node:
-    """What a rule sees of one node: its op, attributes, input values and output rank."""
+    """What an evaluator sees of one node: its op, attributes, input values and output rank."""
 
     proto: onnx.NodeProto
     inputs: list[PartialValue | None]
@@ -429,7 +429,7 @@ def _fold(fn: Callable[[Item, Item, np.dtype], Item], args: Sequence[Item], dtyp
     return result
 
 
-RULES: dict[str, Callable[[_Node], PartialValue | None]] = {
+EVALUATORS: dict[str, Callable[[_Node], PartialValue | None]] = {
     "Constant": _constant,
     "Shape": _shape,
     "Size": _size,
@@ -472,9 +472,9 @@ def _outputs(
         read = _read_large(_Node(proto, inputs, shape_of), large[proto.input[0]])
         if read is not None:
             return [(proto.output[0], read)]
-    rule = RULES.get(proto.op_type)
-    if rule is not None and single:
-        found = rule(_Node(proto, inputs, shape_of))
+    evaluator = EVALUATORS.get(proto.op_type)
+    if evaluator is not None and single:
+        found = evaluator(_Node(proto, inputs, shape_of))
         if found is not None and len(found.items) <= MAX_ELEMENTS:
             return [(proto.output[0], found)]
     if proto.op_type == "Constant":
@@ -491,9 +491,9 @@ def propagate(
     opset: int | None = None,
     large: Mapping[str, LargeTensor] | None = None,
 ) -> dict[str, PartialValue]:
-    """The value of every output the rules compute, in one pass over sorted ``nodes``.
+    """The value of every output the evaluators compute, in one pass over sorted ``nodes``.
 
-    A node no rule computes, whose inputs are all known, is run as onnx's reference
+    A node no evaluator computes, whose inputs are all known, is run as onnx's reference
     evaluator runs it (:mod:`eyefold.shape_facts.evaluate`).
 
     Args:
