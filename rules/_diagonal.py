@@ -29,8 +29,8 @@ from eyefold.core.domains import DEFAULT_DOMAINS
 from eyefold.core.eyelike_types import EYELIKE_TYPES_OPSET_22
 from eyefold.core.range_identity import RangeIdentity, range_identity
 from eyefold.core.rule_spec import (
-    CheckResult,
     Exactness,
+    MatchResult,
     Mismatch,
     Phase,
     Reach,
@@ -356,7 +356,7 @@ class MaskedSumDiagonalBase:
             product, _allow_other_inputs=True, _allow_other_attributes=True, _outputs=["total"]
         )
 
-    def check(self, context, a: ir.Value, b: ir.Value, total: ir.Value) -> CheckResult:
+    def check(self, context, a: ir.Value, b: ir.Value, total: ir.Value) -> MatchResult:
         """Accepts a sum over one dim of an EyeLike mask that covers the data's last dims."""
         result = match_result()
         plan = plan_diagonal(a, b, total, self.DTYPES)

@@ -12,8 +12,8 @@ from typing import ClassVar
 import onnx_ir as ir
 
 from eyefold.core.rule_spec import (
-    CheckResult,
     Exactness,
+    MatchResult,
     Mismatch,
     Reach,
     RuleSpec,
@@ -92,7 +92,7 @@ class MatMulIdentityBase:
         """Any MatMul; check() looks for the identity on either side."""
         return op.MatMul(a, b, _outputs=["product"])
 
-    def check(self, context, a: ir.Value, b: ir.Value, product: ir.Value) -> CheckResult:
+    def check(self, context, a: ir.Value, b: ir.Value, product: ir.Value) -> MatchResult:
         """Accepts when one side is an exact identity matching the other side."""
         del context, product
         result = match_result()

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from eyefold.core.rule_spec import CheckResult, Reach, RuleSpec, match_result
+from eyefold.core.rule_spec import MatchResult, Reach, RuleSpec, match_result
 from eyefold.rules._common import (
     adopt_shape,
     eyelike_attributes,
@@ -55,7 +55,7 @@ class CastEyeLikeCast:
         to: ir.Attr,
         cast_in: ir.Value,
         eye: ir.Value,
-    ) -> CheckResult:
+    ) -> MatchResult:
         """Accepts when x and the final type are EyeLike types at the opset."""
         del inner
         result = match_result()

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from eyefold.core.rule_spec import CheckResult, Reach, RuleSpec, match_result
+from eyefold.core.rule_spec import MatchResult, Reach, RuleSpec, match_result
 from eyefold.rules._common import (
     eyelike_attributes,
     eyelike_k,
@@ -39,7 +39,7 @@ class CastToDtype:
         eye = op.EyeLike(x, _outputs=["eye"])
         return op.Cast(eye, to=to)
 
-    def check(self, context, x: ir.Value, to: ir.Attr, eye: ir.Value) -> CheckResult:
+    def check(self, context, x: ir.Value, to: ir.Attr, eye: ir.Value) -> MatchResult:
         """Accepts when ``to`` is an EyeLike type at the opset and k is well formed."""
         del x  # EyeLike reads only its shape, which the new node reads the same way
         result = match_result()

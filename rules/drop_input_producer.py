@@ -29,7 +29,7 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from eyefold.core.eyelike_types import EYELIKE_MIN_OPSET
-from eyefold.core.rule_spec import CheckResult, Mismatch, Reach, RuleSpec, match_result
+from eyefold.core.rule_spec import MatchResult, Mismatch, Reach, RuleSpec, match_result
 from eyefold.rules._common import (
     DEFAULT_DOMAINS,
     adopt_shape,
@@ -142,7 +142,7 @@ class DropInputProducer:
         produced = op.submodule("")(x, _allow_other_inputs=True, _outputs=["produced"])
         return op.EyeLike(produced, _outputs=["eye"])
 
-    def check(self, context, x: ir.Value, produced: ir.Value, eye: ir.Value) -> CheckResult:
+    def check(self, context, x: ir.Value, produced: ir.Value, eye: ir.Value) -> MatchResult:
         """Accepts a shape-preserving u whose input and output types EyeLike allows."""
         result = match_result()
         if (runtime := legalized_for(eye.producer())) is not None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from eyefold.core.rule_spec import CheckResult, Mismatch, Reach, RuleSpec, match_result
+from eyefold.core.rule_spec import MatchResult, Mismatch, Reach, RuleSpec, match_result
 from eyefold.rules._common import INT64_MIN, eyelike_k, square_dim
 
 __all__ = ["TransposeToNegativeK", "spec"]
@@ -33,7 +33,7 @@ class TransposeToNegativeK:
         eye = op.EyeLike(x, _outputs=["eye"])
         return op.Transpose(eye, _outputs=["transposed"])
 
-    def check(self, context, x: ir.Value, eye: ir.Value, transposed: ir.Value) -> CheckResult:
+    def check(self, context, x: ir.Value, eye: ir.Value, transposed: ir.Value) -> MatchResult:
         """Accepts a [1, 0] transpose of an EyeLike on a provably square input."""
         del context
         result = match_result()

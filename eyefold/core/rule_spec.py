@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 __all__ = [
     "EXACTNESS",
     "PHASES",
-    "CheckResult",
     "Exactness",
+    "MatchResult",
     "Mismatch",
     "Phase",
     "Reach",
@@ -50,23 +50,23 @@ class Mismatch(str):
     __slots__ = ()
 
 
-class CheckResult(Protocol):
+class MatchResult(Protocol):
     """What a rule's ``check`` returns: onnxscript's ``MatchResult``, as the rules use it."""
 
-    def fail(self, reason: str = "", failure_source: object = None) -> CheckResult:
+    def fail(self, reason: str = "", failure_source: object = None) -> MatchResult:
         """Marks the match failed, saying why (``MatchingTracer`` shows the reason)."""
         ...
 
 
-def match_result() -> CheckResult:
+def match_result() -> MatchResult:
     """A new, successful onnxscript ``MatchResult``, for a rule's ``check`` to fill in.
 
     Only a built rule (:attr:`RuleSpec.rule`) calls ``check``, so onnxscript is imported
     by then: the rule modules themselves never import it.
     """
-    from onnxscript.rewriter import MatchResult
+    from onnxscript import rewriter
 
-    return MatchResult()
+    return rewriter.MatchResult()
 
 
 @dataclasses.dataclass(frozen=True)
