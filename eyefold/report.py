@@ -7,11 +7,11 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from eyefold.core.origins import origin_of
-from eyefold.core.run_facts import (
+from eyefold.core.run_findings import (
     FED_A_FOLD_REASON,
     LoweringNote,
     ReportsInto,
-    RunFacts,
+    RunFindings,
     RuntimeNote,
     RuntimeVerdicts,
 )
@@ -20,7 +20,7 @@ from eyefold.run_record import RunRecord
 if TYPE_CHECKING:
     import onnx_ir as ir
 
-    from eyefold.core.analysis import EyeLikeFacts
+    from eyefold.core.analysis import EyeLikeAnalysis
 
 __all__ = ["NodeOutcome", "Report", "StepTiming", "build_report"]
 
@@ -78,21 +78,25 @@ class NodeOutcome:
     rules_declined: list[dict[str, str]] = dataclasses.field(default_factory=list)
 
     @classmethod
-    def from_facts(cls, facts: EyeLikeFacts) -> NodeOutcome:
+    def from_facts(cls, analysis: EyeLikeAnalysis) -> NodeOutcome:
         """Builds the outcome from the analysis of one node."""
         return cls(
-            name=facts.node.name or "",
-            graph=facts.scope.path,
-            action=facts.action,
-            reason=facts.reason,
-            shape=facts.shape,
-            dtype=facts.dtype.name if facts.dtype is not None else None,
-            k=facts.k,
-            bytes=facts.nbytes,
-            from_inputs=list(facts.from_inputs),
-            input_dtype=facts.input_dtype.name if facts.input_dtype is not None else None,
-            opset=facts.scope.opset,
-            shape_lost=facts.shape_lost.to_dict() if facts.shape_lost is not None else None,
+            name=analysis.node.name or "",
+            graph=analysis.scope.path,
+            action=analysis.action,
+            reason=analysis.reason,
+            shape=analysis.shape,
+            dtype=analysis.dtype.name if analysis.dtype is not None else None,
+            k=analysis.k,
+            bytes=analysis.nbytes,
+            from_inputs=list(analysis.from_inputs),
+            input_dtype=analysis.input_dtype.name
+            if analysis.input_dtype is not None
+            else None,
+            opset=analysis.scope.opset,
+            shape_lost=analysis.shape_lost.to_dict()
+            if analysis.shape_lost is not None
+            else None,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -158,37 +162,41 @@ def build_report(record: RunRecord) -> Report:
 
     Steps are listed stage by stage (load, route, pipeline, check and save), each stage
     in the order its steps ran; what the passes found comes from their results
-    (:class:`~eyefold.core.run_facts.ReportsInto`).
+    (:class:`~eyefold.core.run_findings.ReportsInto`).
     """
     report = Report(opset_before=record.opset_before, opset_after=record.opset_after)
     entries = sorted(record.steps, key=lambda entry: entry.stage)
     report.steps = [StepTiming(e.name, e.seconds, e.modified) for e in entries]
-    facts = RunFacts()
+    findings = RunFindings()
     for entry in record.steps:
         if isinstance(entry.result, ReportsInto):
-            entry.result.report_into(facts)
+            entry.result.report_into(findings)
     report.warnings.extend(record.warnings)
-    report.warnings.extend(facts.warnings)
-    if facts.notes:
-        report.extra["notes"] = list(facts.notes)
+    report.warnings.extend(findings.warnings)
+    if findings.notes:
+        report.extra["notes"] = list(findings.notes)
     loads_on = _loads_on(record)
     if loads_on is not None:
         report.extra["loads_on"] = loads_on
-    left_outcomes = [NodeOutcome.from_facts(f) for f in facts.left]
-    report.nodes = [NodeOutcome.from_facts(f) for f in facts.folded] + left_outcomes
-    report.nodes.extend(_removed(facts.found, [*facts.folded, *facts.left], facts.removed_by))
-    _add_declines(report, [*facts.folded, *facts.left], facts.found, facts.rule_declines)
-    report.extra["rules"] = facts.hits
-    if facts.identities:
+    left_outcomes = [NodeOutcome.from_facts(f) for f in findings.left]
+    report.nodes = [NodeOutcome.from_facts(f) for f in findings.folded] + left_outcomes
+    report.nodes.extend(
+        _removed(findings.found, [*findings.folded, *findings.left], findings.removed_by)
+    )
+    _add_declines(
+        report, [*findings.folded, *findings.left], findings.found, findings.rule_declines
+    )
+    report.extra["rules"] = findings.hits
+    if findings.identities:
         # A Range identity whose producer left the graph was rewritten away by a rule.
-        gone = sum(1 for value in facts.identities if _removed_value(value))
-        report.extra["identities"] = {"found": len(facts.identities), "rewritten": gone}
-    if facts.declined:
-        report.extra["rules_declined"] = facts.declined
-    if facts.withheld:
-        report.extra["rules_withheld"] = facts.withheld
-    rows = list(zip(left_outcomes, facts.left, strict=True))
-    _add_later_outcomes(report, rows, facts.lowering, facts.runtime)
+        gone = sum(1 for value in findings.identities if _removed_value(value))
+        report.extra["identities"] = {"found": len(findings.identities), "rewritten": gone}
+    if findings.declined:
+        report.extra["rules_declined"] = findings.declined
+    if findings.withheld:
+        report.extra["rules_withheld"] = findings.withheld
+    rows = list(zip(left_outcomes, findings.left, strict=True))
+    _add_later_outcomes(report, rows, findings.lowering, findings.runtime)
     report.extra.update(record.route)
     _add_file_facts(report, record)
     _add_status(report, record)
@@ -235,14 +243,14 @@ def _loads_on(record: RunRecord) -> dict[str, Any] | None:
 
 def _add_declines(
     report: Report,
-    reported: list[EyeLikeFacts],
-    found: list[EyeLikeFacts],
+    reported: list[EyeLikeAnalysis],
+    found: list[EyeLikeAnalysis],
     declines: dict[int, dict[str, str]],
 ) -> None:
     """Which rules declined at each node (by census number), and why."""
     if not declines:
         return
-    present = [origin_of(facts.node) for facts in reported]
+    present = [origin_of(analysis.node) for analysis in reported]
     kept = set(present)
     gone = [n for n in range(len(found)) if n not in kept]
     for outcome, number in zip(report.nodes, [*present, *gone], strict=True):
@@ -288,15 +296,15 @@ def _add_file_facts(report: Report, record: RunRecord) -> None:
 
 
 def _removed(
-    found: list[EyeLikeFacts], reported: list[EyeLikeFacts], removed_by: dict[int, str]
+    found: list[EyeLikeAnalysis], reported: list[EyeLikeAnalysis], removed_by: dict[int, str]
 ) -> list[NodeOutcome]:
     """Outcomes for the input EyeLike nodes (census numbers) that no longer exist."""
-    present = {origin_of(facts.node) for facts in reported}
+    present = {origin_of(analysis.node) for analysis in reported}
     outcomes = []
-    for number, facts in enumerate(found):
+    for number, analysis in enumerate(found):
         if number in present:
             continue
-        outcome = NodeOutcome.from_facts(facts)
+        outcome = NodeOutcome.from_facts(analysis)
         outcome.action = "removed"
         outcome.reason = removed_by.get(number, FED_A_FOLD_REASON)
         outcomes.append(outcome)
@@ -307,19 +315,19 @@ _Outcome = TypeVar("_Outcome", LoweringNote, RuntimeNote)
 
 
 def _matched(
-    rows: list[tuple[NodeOutcome, EyeLikeFacts]], outcomes: Sequence[_Outcome]
+    rows: list[tuple[NodeOutcome, EyeLikeAnalysis]], outcomes: Sequence[_Outcome]
 ) -> Iterator[tuple[NodeOutcome, _Outcome]]:
     """Pairs report rows with a later pass's outcomes for the same node (by identity)."""
     by_node = {id(outcome.node): outcome for outcome in outcomes}
-    for row, facts in rows:
-        found = by_node.get(id(facts.node))
+    for row, analysis in rows:
+        found = by_node.get(id(analysis.node))
         if found is not None:
             yield row, found
 
 
 def _add_later_outcomes(
     report: Report,
-    rows: list[tuple[NodeOutcome, EyeLikeFacts]],
+    rows: list[tuple[NodeOutcome, EyeLikeAnalysis]],
     lowering: Sequence[LoweringNote] | None,
     runtime: RuntimeVerdicts | None,
 ) -> None:

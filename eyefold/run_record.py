@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     import onnx_ir as ir
 
     from eyefold.core.model_stats import ModelStats
-    from eyefold.core.run_facts import ReportsInto
+    from eyefold.core.run_findings import ReportsInto
 
 __all__ = ["LONG_STEP_SECONDS", "RunRecord", "Stage", "StepEntry"]
 

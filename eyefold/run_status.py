@@ -4,7 +4,7 @@ A run is ``PASSED`` only when ``--check`` ran both models and they agreed; other
 only ``WRITTEN`` its output. An EyeLike node left in the output that the target runtime
 (onnxruntime when none was given) cannot run is part of the status too: a run that
 writes a model its runtime refuses must not end in words that read as a success. The
-report carries these facts (``"verdict"``) and the summaries render them, so the single
+report carries this status (``"verdict"``) and the summaries render them, so the single
 and the batch summary can never tell two stories.
 """
 

@@ -26,7 +26,7 @@ Rewriting and its bookkeeping:
 - :mod:`eyefold.core.rule_spec`: what a rewrite rule declares about itself (its reach too);
 - :mod:`eyefold.core.onnxscript_internals`: the only place onnxscript's private API is used;
 - :mod:`eyefold.core.metadata_keys`: every name eyefold writes into a model;
-- :mod:`eyefold.core.run_facts`: what the passes tell the report.
+- :mod:`eyefold.core.run_findings`: what the passes tell the report.
 
 Around onnx's C++ code:
 

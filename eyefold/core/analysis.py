@@ -19,7 +19,7 @@ from eyefold.core.output_size import output_nbytes
 from eyefold.core.scopes import Scope, is_eyelike, iter_scopes
 from eyefold.errors import InvalidModelError, UnsupportedDtypeError
 
-__all__ = ["Action", "EyeLikeFacts", "analyze_all", "analyze_eyelike", "dim_to_json"]
+__all__ = ["Action", "EyeLikeAnalysis", "analyze_all", "analyze_eyelike", "dim_to_json"]
 
 Action = Literal["folded", "inferred", "kept"]
 
@@ -27,8 +27,8 @@ _EYELIKE_ATTRIBUTES = frozenset({"k", "dtype"})
 
 
 @dataclasses.dataclass
-class EyeLikeFacts:
-    """The static facts of one EyeLike node and the planned action.
+class EyeLikeAnalysis:
+    """What is statically known of one EyeLike node, and the action decided for it.
 
     Attributes:
         node: the EyeLike node.
@@ -129,7 +129,7 @@ def _read_dtypes(
 
 def analyze_eyelike(
     node: ir.Node, scope: Scope, *, size_limit_bytes: int, fold: bool = True
-) -> EyeLikeFacts:
+) -> EyeLikeAnalysis:
     """Validates one EyeLike node and decides whether it folds.
 
     Raises:
@@ -154,49 +154,54 @@ def analyze_eyelike(
             f" declared with the negative dim {negative} (shape {shape}); a dim is 0 or more"
         )
     check_output_declaration(node, scope, dtype, shape)
-    facts = EyeLikeFacts(node, scope, k, input_dtype, dtype, shape, nbytes=None)
-    static = facts.static_dims
+    analysis = EyeLikeAnalysis(node, scope, k, input_dtype, dtype, shape, nbytes=None)
+    static = analysis.static_dims
     if static is not None and dtype is not None:
-        facts.nbytes = output_nbytes(*static, dtype)
-    facts.action, facts.reason = _decide(facts, size_limit_bytes=size_limit_bytes, fold=fold)
-    if facts.static_dims is None and (loss := source.meta.get(SHAPE_LOST_KEY)) is not None:
-        facts.shape_lost = loss
-        facts.reason += f"; {loss.describe()}"
+        analysis.nbytes = output_nbytes(*static, dtype)
+    analysis.action, analysis.reason = _decide(
+        analysis, size_limit_bytes=size_limit_bytes, fold=fold
+    )
+    if analysis.static_dims is None and (loss := source.meta.get(SHAPE_LOST_KEY)) is not None:
+        analysis.shape_lost = loss
+        analysis.reason += f"; {loss.describe()}"
     refs = [a for a in node.attributes.values() if a.is_ref()]
     if refs:
         # k or dtype names a function attribute: the node can only be folded per call.
-        facts.action = "inferred" if facts.dtype is not None else "kept"
-        facts.reason = ", ".join(
+        analysis.action = "inferred" if analysis.dtype is not None else "kept"
+        analysis.reason = ", ".join(
             f"{a.name} refers to the function attribute {a.ref_attr_name!r}" for a in refs
         )
-    return facts
+    return analysis
 
 
-def _decide(facts: EyeLikeFacts, *, size_limit_bytes: int, fold: bool) -> tuple[Action, str]:
-    if facts.dtype is None:
+def _decide(
+    analysis: EyeLikeAnalysis, *, size_limit_bytes: int, fold: bool
+) -> tuple[Action, str]:
+    if analysis.dtype is None:
         return "kept", "output type unknown: the input has no known type and no dtype is set"
-    if facts.shape is None:
+    if analysis.shape is None:
         return "inferred", "input shape unknown"
     dynamic = [
         f"dim {i} is {d!r}" if d else f"dim {i} is unknown"
-        for i, d in enumerate(facts.shape)
+        for i, d in enumerate(analysis.shape)
         if not isinstance(d, int)
     ]
     if dynamic:
         return "inferred", "input shape is dynamic (" + ", ".join(dynamic) + ")"
-    assert facts.nbytes is not None
-    if facts.nbytes > size_limit_bytes:
+    assert analysis.nbytes is not None
+    if analysis.nbytes > size_limit_bytes:
         return "inferred", (
-            f"output is {facts.nbytes} bytes, over the size limit of {size_limit_bytes} bytes"
+            f"output is {analysis.nbytes} bytes, over the size limit of "
+            f"{size_limit_bytes} bytes"
         )
     if not fold:
         return "inferred", "folding disabled"
-    return "folded", f"static {facts.shape[0]}x{facts.shape[1]} input"
+    return "folded", f"static {analysis.shape[0]}x{analysis.shape[1]} input"
 
 
 def analyze_all(
     model: ir.Model, *, size_limit_bytes: int, fold: bool = True
-) -> Iterator[EyeLikeFacts]:
+) -> Iterator[EyeLikeAnalysis]:
     """Validates and classifies every EyeLike of every scope, in scope order."""
     for scope in iter_scopes(model):
         for node in scope.graph:

@@ -29,7 +29,7 @@ from eyefold.core.dead_code import remove_dead_producers
 from eyefold.core.limits import DEFAULT_SIZE_LIMIT_BYTES
 from eyefold.core.metadata_keys import RULE_TAG_KEY
 from eyefold.core.origins import inherit_origins, removed_origins
-from eyefold.core.run_facts import RunFacts
+from eyefold.core.run_findings import RunFindings
 from eyefold.core.scopes import Scope, iter_scopes
 from eyefold.rewriting.candidates import candidate_roots, graph_body, next_candidates
 from eyefold.rewriting.cost import RewriteJudge
@@ -90,18 +90,20 @@ class RulesResult(ir.passes.PassResult):
     declines: RuleDeclines = dataclasses.field(default_factory=RuleDeclines)
     withheld: dict[int, list[str]] = dataclasses.field(default_factory=dict)
 
-    def report_into(self, facts: RunFacts) -> None:
+    def report_into(self, findings: RunFindings) -> None:
         """Rule hits, refused rewrites, removed EyeLike nodes, declines per EyeLike."""
         for number, names in self.withheld.items():
-            reasons = facts.rule_declines.setdefault(number, {})
+            reasons = findings.rule_declines.setdefault(number, {})
             reasons.update(dict.fromkeys(names, WITHHELD_REASON))
             for name in names:
-                facts.withheld[name] = facts.withheld.get(name, 0) + 1
-        facts.hits.update(self.hits)
-        facts.declined.update({k: v for k, v in self.declined.items() if v})
-        facts.removed_by.update({n: f"removed by rule {r}" for n, r in self.removed.items()})
+                findings.withheld[name] = findings.withheld.get(name, 0) + 1
+        findings.hits.update(self.hits)
+        findings.declined.update({k: v for k, v in self.declined.items() if v})
+        findings.removed_by.update(
+            {n: f"removed by rule {r}" for n, r in self.removed.items()}
+        )
         for number, reasons in self.declines.standing().items():
-            facts.rule_declines.setdefault(number, {}).update(reasons)
+            findings.rule_declines.setdefault(number, {}).update(reasons)
 
 
 class ApplyEyeLikeRulesPass(ir.passes.InPlacePass):

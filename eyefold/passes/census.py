@@ -11,10 +11,10 @@ import logging
 
 import onnx_ir as ir
 
-from eyefold.core.analysis import EyeLikeFacts, analyze_all
+from eyefold.core.analysis import EyeLikeAnalysis, analyze_all
 from eyefold.core.metadata_keys import ORIGIN_KEY
 from eyefold.core.range_identity import RANGE_IDENTITY_OPS, range_identity
-from eyefold.core.run_facts import RunFacts
+from eyefold.core.run_findings import RunFindings
 from eyefold.core.scopes import iter_scopes
 
 __all__ = ["CensusResult", "TakeEyeLikeCensusPass"]
@@ -23,20 +23,21 @@ logger = logging.getLogger(__name__)
 
 
 class TakeEyeLikeCensusPass(ir.passes.InPlacePass):
-    """Numbers every EyeLike node (in ``node.meta``, never saved) and records its facts.
+    """Numbers every EyeLike node (in ``node.meta``, never saved) and records its analysis.
 
-    Runs after the upgrade and input inference and before the first rewrite, so the facts
-    of a node a rule later removes are those the report shows for it (its shape, types,
-    k and size; the planned action is not used: such a node is reported as removed).
+    Runs after the upgrade and input inference and before the first rewrite, so the
+    analysis of a node a rule later removes is what the report shows for it (its shape,
+    types, k and size; the action decided is not used: such a node is reported as
+    removed).
     Validates each node on the way (the same checks the fold pass makes).
     """
 
     def call(self, model: ir.Model) -> CensusResult:
         """Numbers the EyeLike nodes of every scope; the model's content is unchanged."""
-        found: list[EyeLikeFacts] = []
-        for facts in analyze_all(model, size_limit_bytes=0, fold=False):
-            facts.node.meta[ORIGIN_KEY] = len(found)
-            found.append(facts)
+        found: list[EyeLikeAnalysis] = []
+        for analysis in analyze_all(model, size_limit_bytes=0, fold=False):
+            analysis.node.meta[ORIGIN_KEY] = len(found)
+            found.append(analysis)
         identities = _range_identities(model)
         logger.info(
             "EyeLike nodes found: %d; Range identities: %d", len(found), len(identities)
@@ -66,10 +67,10 @@ def _range_identities(model: ir.Model) -> list[ir.Value]:
 class CensusResult(ir.passes.PassResult):
     """The pass result: every EyeLike found, in scope order; its index is its number."""
 
-    found: list[EyeLikeFacts] = dataclasses.field(default_factory=list)
+    found: list[EyeLikeAnalysis] = dataclasses.field(default_factory=list)
     identities: list[ir.Value] = dataclasses.field(default_factory=list)
 
-    def report_into(self, facts: RunFacts) -> None:
+    def report_into(self, findings: RunFindings) -> None:
         """Every EyeLike of the input, and its Range identities: the report counts both."""
-        facts.found = self.found
-        facts.identities = self.identities
+        findings.found = self.found
+        findings.identities = self.identities

@@ -8,12 +8,12 @@ import logging
 import onnx_ir as ir
 
 from eyefold import kernel
-from eyefold.core.analysis import EyeLikeFacts, analyze_eyelike, node_label
+from eyefold.core.analysis import EyeLikeAnalysis, analyze_eyelike, node_label
 from eyefold.core.dead_code import remove_dead_producers
 from eyefold.core.limits import DEFAULT_SIZE_LIMIT_BYTES
 from eyefold.core.metadata_keys import BAKED_IN_KEY
 from eyefold.core.origins import removed_origins
-from eyefold.core.run_facts import FED_A_FOLD_REASON, RunFacts
+from eyefold.core.run_findings import FED_A_FOLD_REASON, RunFindings
 from eyefold.core.scopes import Scope, is_eyelike, iter_scopes
 from eyefold.errors import SizeLimitError
 
@@ -29,17 +29,17 @@ logger = logging.getLogger(__name__)
 
 @dataclasses.dataclass
 class FoldResult(ir.passes.PassResult):
-    """The pass result, with the facts of every node folded (in visiting order)."""
+    """The pass result, with the analysis of every node folded (in visiting order)."""
 
-    folded: list[EyeLikeFacts] = dataclasses.field(default_factory=list)
+    folded: list[EyeLikeAnalysis] = dataclasses.field(default_factory=list)
     # Census number -> why, for input EyeLike nodes removed instead of folded: unused
     # ones, and those that only fed folded ones.
     removed: dict[int, str] = dataclasses.field(default_factory=dict)
 
-    def report_into(self, facts: RunFacts) -> None:
+    def report_into(self, findings: RunFindings) -> None:
         """The folded nodes, and those removed instead of folded."""
-        facts.folded = self.folded
-        facts.removed_by.update(self.removed)
+        findings.folded = self.folded
+        findings.removed_by.update(self.removed)
 
 
 _NO_INPUTS: frozenset[str] = frozenset()
@@ -87,13 +87,13 @@ def graph_inputs_feeding(value: ir.Value, memo: dict[int, frozenset[str]]) -> fr
     return memo[id(value)]
 
 
-def _fold(scope: Scope, facts: EyeLikeFacts) -> None:
+def _fold(scope: Scope, analysis: EyeLikeAnalysis) -> None:
     """Replaces the node by a constant; its input's producers are left for the caller."""
-    node = facts.node
-    rows_cols = facts.static_dims
-    assert rows_cols is not None and facts.dtype is not None
+    node = analysis.node
+    rows_cols = analysis.static_dims
+    assert rows_cols is not None and analysis.dtype is not None
     try:
-        array = kernel.eye(*rows_cols, k=facts.k, dtype=facts.dtype)
+        array = kernel.eye(*rows_cols, k=analysis.k, dtype=analysis.dtype)
     except SizeLimitError as error:  # a size limit above what memory can hold
         raise SizeLimitError(
             f"EyeLike node {node_label(node)} in {scope.path}: {error}"
@@ -101,7 +101,7 @@ def _fold(scope: Scope, facts: EyeLikeFacts) -> None:
     output = node.outputs[0]
     name = output.name
     output.name = None  # free the name for the constant that takes its place
-    tensor = ir.Tensor(array, dtype=facts.dtype, name=name)
+    tensor = ir.Tensor(array, dtype=analysis.dtype, name=name)
     if scope.is_function:
         # Functions (and graphs nested in them) cannot hold initializers.
         constant = ir.node("Constant", [], attributes={"value": tensor}, name=node.name)
@@ -109,12 +109,12 @@ def _fold(scope: Scope, facts: EyeLikeFacts) -> None:
         scope.graph.insert_before(node, constant)
     else:
         replacement = ir.Value(
-            name=None, shape=ir.Shape(array.shape), type=ir.TensorType(facts.dtype)
+            name=None, shape=ir.Shape(array.shape), type=ir.TensorType(analysis.dtype)
         )
         replacement.const_value = tensor
     replacement.name = name
     replacement.shape = ir.Shape(array.shape)
-    replacement.type = ir.TensorType(facts.dtype)
+    replacement.type = ir.TensorType(analysis.dtype)
     replacement.doc_string = output.doc_string
     replacement.metadata_props.update(output.metadata_props)
     output.replace_all_uses_with(replacement, replace_graph_outputs=True)
@@ -166,7 +166,7 @@ class FoldEyeLikePass(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> FoldResult:
         """Folds every foldable EyeLike in the main graph, subgraphs and functions."""
-        folded: list[EyeLikeFacts] = []
+        folded: list[EyeLikeAnalysis] = []
         removed: dict[int, str] = {}
         memo: dict[int, frozenset[str]] = {}
         for scope in list(iter_scopes(model)):
@@ -176,8 +176,8 @@ class FoldEyeLikePass(ir.passes.InPlacePass):
             for node in list(scope.graph):
                 if not is_eyelike(node) or node.graph is None:
                     continue
-                facts = analyze_eyelike(node, scope, size_limit_bytes=self.size_limit_bytes)
-                if facts.action != "folded":
+                analysis = analyze_eyelike(node, scope, size_limit_bytes=self.size_limit_bytes)
+                if analysis.action != "folded":
                     continue
                 source = node.inputs[0]
                 assert source is not None
@@ -186,9 +186,9 @@ class FoldEyeLikePass(ir.passes.InPlacePass):
                     scope.graph.remove(node, safe=True)
                     removed.update(dict.fromkeys(removed_origins([node]), UNUSED_REASON))
                     continue
-                facts.from_inputs = _baked_in(source, memo)
-                _fold(scope, facts)
-                folded.append(facts)
+                analysis.from_inputs = _baked_in(source, memo)
+                _fold(scope, analysis)
+                folded.append(analysis)
             dead = remove_dead_producers(list(sources.values()))
             removed.update(dict.fromkeys(removed_origins(dead), FED_A_FOLD_REASON))
         logger.info("EyeLike nodes folded: %d", len(folded))

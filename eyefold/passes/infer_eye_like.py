@@ -7,9 +7,9 @@ import logging
 
 import onnx_ir as ir
 
-from eyefold.core.analysis import EyeLikeFacts, analyze_all
+from eyefold.core.analysis import EyeLikeAnalysis, analyze_all
 from eyefold.core.limits import DEFAULT_SIZE_LIMIT_BYTES
-from eyefold.core.run_facts import RunFacts
+from eyefold.core.run_findings import RunFindings
 from eyefold.core.shapes import merge_shapes
 from eyefold.passes.explicit_fill import implicit_fill_producer, spell_out_fill
 
@@ -18,33 +18,33 @@ __all__ = ["InferEyeLikeOutputsPass", "InferOutputsResult"]
 logger = logging.getLogger(__name__)
 
 
-def _learned_output_shape(facts: EyeLikeFacts) -> list[int | ir.SymbolicDim]:
+def _learned_output_shape(analysis: EyeLikeAnalysis) -> list[int | ir.SymbolicDim]:
     """The output has the input's shape; with the input unknown it is still rank 2."""
-    source = facts.node.inputs[0]
+    source = analysis.node.inputs[0]
     if source is None or source.shape is None:
         return [ir.SymbolicDim(None), ir.SymbolicDim(None)]
     return list(source.shape.dims)
 
 
-def _infer(facts: EyeLikeFacts) -> bool:
+def _infer(analysis: EyeLikeAnalysis) -> bool:
     """Fills in the output's type and shape; the analysis checked their declarations.
 
     A declared FLOAT output (or input) of an EyeLike fed by a ConstantOfShape without
     ``value`` is refused by a runtime that fills it as float64 (tract), which ran the node
     undeclared: the fill is spelled out too, so the declaration holds on every runtime.
     """
-    output = facts.node.outputs[0]
+    output = analysis.node.outputs[0]
     changed = False
-    if facts.dtype is not None and output.dtype is None:
-        output.type = ir.TensorType(facts.dtype)
+    if analysis.dtype is not None and output.dtype is None:
+        output.type = ir.TensorType(analysis.dtype)
         changed = True
     if output.type is None:
         return changed  # a shape without an element type cannot be serialized
-    fill = implicit_fill_producer(facts.node)
+    fill = implicit_fill_producer(analysis.node)
     if fill is not None:
         spell_out_fill(fill)
         changed = True
-    merged = merge_shapes(output.shape, _learned_output_shape(facts))
+    merged = merge_shapes(output.shape, _learned_output_shape(analysis))
     if merged is not None:
         output.shape = merged
         changed = True
@@ -55,11 +55,11 @@ def _infer(facts: EyeLikeFacts) -> bool:
 class InferOutputsResult(ir.passes.PassResult):
     """The pass result, with every EyeLike node seen, its action and its reason."""
 
-    facts: list[EyeLikeFacts] = dataclasses.field(default_factory=list)
+    facts: list[EyeLikeAnalysis] = dataclasses.field(default_factory=list)
 
-    def report_into(self, facts: RunFacts) -> None:
+    def report_into(self, findings: RunFindings) -> None:
         """Every EyeLike left, with its action and reason."""
-        facts.left = self.facts
+        findings.left = self.facts
 
 
 class InferEyeLikeOutputsPass(ir.passes.InPlacePass):
@@ -82,14 +82,14 @@ class InferEyeLikeOutputsPass(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> InferOutputsResult:
         """Infers the outputs of the EyeLike nodes in every scope."""
-        seen: list[EyeLikeFacts] = []
+        seen: list[EyeLikeAnalysis] = []
         changed = 0
         limit, fold = self.size_limit_bytes, self.fold_enabled
-        for facts in analyze_all(model, size_limit_bytes=limit, fold=fold):
-            if facts.action == "folded":
+        for analysis in analyze_all(model, size_limit_bytes=limit, fold=fold):
+            if analysis.action == "folded":
                 # Only reached when this pass runs without the fold pass before it.
-                facts.action, facts.reason = "inferred", "not folded (fold pass not run)"
-            changed += _infer(facts)
-            seen.append(facts)
+                analysis.action, analysis.reason = "inferred", "not folded (fold pass not run)"
+            changed += _infer(analysis)
+            seen.append(analysis)
         logger.info("EyeLike outputs inferred: %d", changed)
         return InferOutputsResult(model, modified=bool(changed), facts=seen)

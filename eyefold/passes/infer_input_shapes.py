@@ -32,7 +32,7 @@ from eyefold.core.inference_slices import (
     slice_model,
 )
 from eyefold.core.metadata_keys import BAKED_IN_KEY, RULE_FACTS_KEY
-from eyefold.core.run_facts import RunFacts
+from eyefold.core.run_findings import RunFindings
 from eyefold.core.scopes import is_eyelike, iter_scopes
 from eyefold.core.shapes import merge_shapes
 from eyefold.shape_facts.lost import (
@@ -249,10 +249,10 @@ class InferInputShapesResult(ir.passes.PassResult):
     learned: list[ir.Value] = dataclasses.field(default_factory=list)
     failure: str | None = None
 
-    def report_into(self, facts: RunFacts) -> None:
+    def report_into(self, findings: RunFindings) -> None:
         """A failed (skipped) inference is a warning."""
         if self.failure:
-            facts.warnings.append(self.failure)
+            findings.warnings.append(self.failure)
 
 
 class InferEyeLikeInputShapesPass(ir.passes.InPlacePass):

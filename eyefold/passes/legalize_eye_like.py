@@ -26,7 +26,7 @@ from eyefold.core.analysis import node_label
 from eyefold.core.eyelike_types import to_data_type
 from eyefold.core.metadata_keys import LEGALIZED_FOR_KEY, RULE_TAG_KEY
 from eyefold.core.names import ModelNames
-from eyefold.core.run_facts import RunFacts
+from eyefold.core.run_findings import RunFindings
 from eyefold.core.scopes import Scope, is_eyelike, iter_scopes
 from eyefold.passes.explicit_fill import (
     IMPLICIT_FILL_NOTE,
@@ -93,9 +93,9 @@ class LegalizeResult(ir.passes.PassResult):
     outcomes: list[LegalizeOutcome] = dataclasses.field(default_factory=list)
     lacks: frozenset[str] = frozenset()
 
-    def report_into(self, facts: RunFacts) -> None:
+    def report_into(self, findings: RunFindings) -> None:
         """The runtime's verdict on every EyeLike left."""
-        facts.runtime = self
+        findings.runtime = self
 
 
 def _cast_node(

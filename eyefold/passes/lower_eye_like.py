@@ -33,7 +33,7 @@ import onnx_ir as ir
 
 from eyefold.core.eyelike_types import to_data_type
 from eyefold.core.names import ModelNames
-from eyefold.core.run_facts import RunFacts
+from eyefold.core.run_findings import RunFindings
 from eyefold.core.scopes import Scope, is_eyelike, iter_scopes
 from eyefold.passes.explicit_fill import (
     IMPLICIT_FILL_NOTE,
@@ -87,9 +87,9 @@ class LowerResult(ir.passes.PassResult):
 
     outcomes: list[LowerOutcome] = dataclasses.field(default_factory=list)
 
-    def report_into(self, facts: RunFacts) -> None:
+    def report_into(self, findings: RunFindings) -> None:
         """What was lowered, per node."""
-        facts.lowering = self.outcomes
+        findings.lowering = self.outcomes
 
 
 def _output_type(node: ir.Node) -> ir.DataType | None:

@@ -41,7 +41,7 @@ from eyefold.upgrade.validation import checker_problem, set_default_opset
 from eyefold.upgrade.writeback_ir import write_back
 
 if TYPE_CHECKING:
-    from eyefold.core.run_facts import RunFacts
+    from eyefold.core.run_findings import RunFindings
 
 __all__ = ["UpgradeOpsetPass", "UpgradeResult"]
 
@@ -54,9 +54,9 @@ class UpgradeResult(ir.passes.PassResult):
 
     notes: OpsetNotes = dataclasses.field(default_factory=OpsetNotes)
 
-    def report_into(self, facts: RunFacts) -> None:
+    def report_into(self, findings: RunFindings) -> None:
         """The notes on the target (capped, or below the model's opset)."""
-        self.notes.report_into(facts)
+        self.notes.report_into(findings)
 
 
 class UpgradeOpsetPass(ir.passes.InPlacePass):

@@ -68,14 +68,15 @@ class RewriteJudge:
         for node in nodes:
             if not is_eyelike(node):
                 continue
-            facts = analyze_eyelike(
+            analysis = analyze_eyelike(
                 node, scope, size_limit_bytes=self.size_limit_bytes, fold=self.fold
             )
-            if facts.action == "folded":
+            if analysis.action == "folded":
                 continue
             not_folded += 1
             not_runnable += sum(
-                not _runs(support, node, facts.input_dtype, scope) for support in self.supports
+                not _runs(support, node, analysis.input_dtype, scope)
+                for support in self.supports
             )
         return RewriteCost(not_runnable, not_folded)
 

@@ -14,7 +14,7 @@ import onnx
 from eyefold.errors import UpgradeError
 
 if TYPE_CHECKING:
-    from eyefold.core.run_facts import RunFacts
+    from eyefold.core.run_findings import RunFindings
 
 __all__ = [
     "OpsetNotes",
@@ -129,6 +129,6 @@ class OpsetNotes:
 
     notes: tuple[str, ...] = ()
 
-    def report_into(self, facts: RunFacts) -> None:
+    def report_into(self, findings: RunFindings) -> None:
         """Adds the notes to the run's."""
-        facts.notes.extend(self.notes)
+        findings.notes.extend(self.notes)

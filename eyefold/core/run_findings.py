@@ -1,7 +1,7 @@
 """What the pipeline's passes tell the report: the small protocol between the two.
 
 Each pass result that has something to report implements :class:`ReportsInto`: it adds
-what it found to one :class:`RunFacts`, and :func:`eyefold.report.build_report` reads
+what it found to one :class:`RunFindings`, and :func:`eyefold.report.build_report` reads
 only that. The report therefore depends on no pass module, and a new pass reports by
 filling these fields rather than by a new branch in the report.
 """
@@ -15,16 +15,16 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     import onnx_ir as ir
 
-    from eyefold.core.analysis import EyeLikeFacts
+    from eyefold.core.analysis import EyeLikeAnalysis
 
 __all__ = [
     "FED_A_FOLD_REASON",
     "LoweringNote",
     "ReportsInto",
-    "RunFacts",
+    "RunFindings",
     "RuntimeNote",
-    "RuntimeSupportFacts",
     "RuntimeVerdicts",
+    "SupportTable",
 ]
 
 # Why an input EyeLike is gone when it only fed folded ones.
@@ -52,7 +52,7 @@ class RuntimeNote(Protocol):
     warning: str | None
 
 
-class RuntimeSupportFacts(Protocol):
+class SupportTable(Protocol):
     """The support table a runtime verdict was taken from."""
 
     runtime: str
@@ -69,19 +69,19 @@ class RuntimeVerdicts(Protocol):
     """The runtime check's (or legalization's) verdict on each EyeLike left."""
 
     rewrite: bool
-    support: RuntimeSupportFacts | None
+    support: SupportTable | None
     outcomes: Sequence[RuntimeNote]
     lacks: frozenset[str]
 
 
 @dataclasses.dataclass
-class RunFacts:
+class RunFindings:
     """Everything the passes of one run found, in the report's terms.
 
     Attributes:
         found: every EyeLike of the input, in census order (its index is its number).
-        folded: the facts of each node folded.
-        left: the facts of each EyeLike left after folding and inference.
+        folded: the analysis of each node folded.
+        left: the analysis of each EyeLike left after folding and inference.
         hits: how often each rule fired.
         declined: how often the cost model refused each rule's rewrite.
         removed_by: census number of a removed input EyeLike -> why.
@@ -97,9 +97,9 @@ class RunFacts:
         runtime: the runtime check's verdicts, if it ran.
     """
 
-    found: list[EyeLikeFacts] = dataclasses.field(default_factory=list)
-    folded: list[EyeLikeFacts] = dataclasses.field(default_factory=list)
-    left: list[EyeLikeFacts] = dataclasses.field(default_factory=list)
+    found: list[EyeLikeAnalysis] = dataclasses.field(default_factory=list)
+    folded: list[EyeLikeAnalysis] = dataclasses.field(default_factory=list)
+    left: list[EyeLikeAnalysis] = dataclasses.field(default_factory=list)
     hits: dict[str, int] = dataclasses.field(default_factory=dict)
     declined: dict[str, int] = dataclasses.field(default_factory=dict)
     removed_by: dict[int, str] = dataclasses.field(default_factory=dict)
@@ -116,6 +116,6 @@ class RunFacts:
 class ReportsInto(Protocol):
     """A pass result that has something for the report."""
 
-    def report_into(self, facts: RunFacts) -> None:
-        """Adds what the pass found to ``facts``."""
+    def report_into(self, findings: RunFindings) -> None:
+        """Adds what the pass found to ``findings``."""
         ...
