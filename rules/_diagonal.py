@@ -45,7 +45,7 @@ from eyefold.rules._common import (
     same_dim,
     scope_opset,
 )
-from eyefold.rules._diagonal_build import DiagonalPlan, build_diagonal
+from eyefold.rules._diagonal_build import MaskedDiagonal, build_diagonal
 
 __all__ = [
     "FLOAT_TYPES",
@@ -53,7 +53,7 @@ __all__ = [
     "MIN_OPSET",
     "MaskedSumDiagonalBase",
     "diagonal_spec",
-    "plan_diagonal",
+    "masked_diagonal",
     "shape_items",
 ]
 
@@ -306,10 +306,10 @@ def _look_through(
     return source, dims, cast_to
 
 
-def plan_diagonal(
+def masked_diagonal(
     a: ir.Value, b: ir.Value, total: ir.Value, dtypes: frozenset[ir.DataType]
-) -> DiagonalPlan | str:
-    """The plan for ``total = ReduceSum(Mul(a, b))``, or why it is not a masked diagonal."""
+) -> MaskedDiagonal | str:
+    """The masked diagonal ``total = ReduceSum(Mul(a, b))`` reads, or why it is none."""
     reasons = []
     for data, mask in ((a, b), (b, a)):
         eye = _mask_eyelike(mask)
@@ -339,7 +339,7 @@ def plan_diagonal(
         if isinstance(axis, str):
             return axis
         source, dims, cast_to = _look_through(data, rank, mul_type)
-        return DiagonalPlan(source, dims, rank, k, axis == rank - 2, cast_to)
+        return MaskedDiagonal(source, dims, rank, k, axis == rank - 2, cast_to)
     joined = "; ".join(dict.fromkeys(reasons))
     return Mismatch(joined) if all(isinstance(r, Mismatch) for r in reasons) else joined
 
@@ -359,21 +359,21 @@ class MaskedSumDiagonalBase:
     def check(self, context, a: ir.Value, b: ir.Value, total: ir.Value) -> MatchResult:
         """Accepts a sum over one dim of an EyeLike mask that covers the data's last dims."""
         result = match_result()
-        plan = plan_diagonal(a, b, total, self.DTYPES)
-        if isinstance(plan, Mismatch):  # another pattern, or the other rule's types
-            return result.fail(plan)
+        masked = masked_diagonal(a, b, total, self.DTYPES)
+        if isinstance(masked, Mismatch):  # another pattern, or the other rule's types
+            return result.fail(masked)
         opset = scope_opset(context.graph_or_function, context.model)
         if opset is None or opset < MIN_OPSET:
             return result.fail(f"opset {opset} is below {MIN_OPSET} (Reshape allowzero)")
-        if isinstance(plan, str):
-            return result.fail(plan)
+        if isinstance(masked, str):
+            return result.fail(masked)
         return result
 
     def rewrite(self, op, a: ir.Value, b: ir.Value, total: ir.Value) -> ir.Value:
         """The strided-Slice diagonal, padded with zeros to the sum's length."""
-        plan = plan_diagonal(a, b, total, self.DTYPES)
-        assert not isinstance(plan, str)  # check() accepted it
-        result = build_diagonal(op, plan)
+        masked = masked_diagonal(a, b, total, self.DTYPES)
+        assert not isinstance(masked, str)  # check() accepted it
+        result = build_diagonal(op, masked)
         result.type, result.shape = total.type, total.shape
         return result
 

@@ -18,14 +18,14 @@ import dataclasses
 
 import onnx_ir as ir
 
-__all__ = ["DiagonalPlan", "build_diagonal"]
+__all__ = ["MaskedDiagonal", "build_diagonal"]
 
 # Clamping k to this first keeps ``-k`` representable; no dim is larger anyway.
 _INT64_MAX = 2**63 - 1
 
 
 @dataclasses.dataclass(frozen=True)
-class DiagonalPlan:
+class MaskedDiagonal:
     """What the replacement reads and produces.
 
     Attributes:
@@ -50,53 +50,53 @@ def _ints(op, values: list[int]) -> ir.Value:
     return op.Constant(value_ints=values)
 
 
-def _flat_bounds(op, plan: DiagonalPlan, rows: ir.Value, cols: ir.Value):
+def _flat_bounds(op, masked: MaskedDiagonal, rows: ir.Value, cols: ir.Value):
     """(before, length, start, step): where the diagonal sits in the sum and in memory.
 
     ``before`` leading zeros of the sum, then ``length`` diagonal elements, read from flat
     index ``start`` with stride ``step``.
     """
-    k = max(-_INT64_MAX, min(plan.k, _INT64_MAX))
-    swapped = plan.dims[0] > plan.dims[1]
+    k = max(-_INT64_MAX, min(masked.k, _INT64_MAX))
+    swapped = masked.dims[0] > masked.dims[1]
     zero = _ints(op, [0])
     if k >= 0:
         shift = op.Min(_ints(op, [k]), cols)  # the clamped k
         length = op.Max(op.Min(rows, op.Sub(cols, shift)), zero)
         start = op.Mul(shift, rows) if swapped else shift
-        before = shift if plan.sum_over_rows else zero
+        before = shift if masked.sum_over_rows else zero
     else:
         shift = op.Min(_ints(op, [-k]), rows)  # the clamped -k
         length = op.Max(op.Min(op.Sub(rows, shift), cols), zero)
         start = shift if swapped else op.Mul(shift, cols)
-        before = zero if plan.sum_over_rows else shift
+        before = zero if masked.sum_over_rows else shift
     step = op.Add(rows if swapped else cols, _ints(op, [1]))
     return before, length, start, step
 
 
-def build_diagonal(op, plan: DiagonalPlan) -> ir.Value:
-    """Emits the diagonal of ``plan.source`` padded to the masked sum's length."""
-    rank, (d1, d2) = plan.rank, plan.dims
+def build_diagonal(op, masked: MaskedDiagonal) -> ir.Value:
+    """Emits the diagonal of ``masked.source`` padded to the masked sum's length."""
+    rank, (d1, d2) = masked.rank, masked.dims
     first = min(d1, d2)
-    shape = op.Shape(plan.source)
+    shape = op.Shape(masked.source)
     rows = op.Gather(shape, _ints(op, [d1]), axis=0)
     cols = op.Gather(shape, _ints(op, [d2]), axis=0)
-    before, length, start, step = _flat_bounds(op, plan, rows, cols)
+    before, length, start, step = _flat_bounds(op, masked, rows, cols)
     pre, post = list(range(first)), list(range(first + 2, rank))
     target = [op.Mul(rows, cols)]
     if pre:
         target.insert(0, op.Gather(shape, _ints(op, pre), axis=0))
     if post:
         target.append(op.Gather(shape, _ints(op, post), axis=0))
-    flat = op.Reshape(plan.source, op.Concat(*target, axis=0), allowzero=1)
+    flat = op.Reshape(masked.source, op.Concat(*target, axis=0), allowzero=1)
     # Past the last element by one when the diagonal is not empty, ``start`` when it is.
     span = op.Max(op.Sub(op.Mul(length, step), op.Sub(step, _ints(op, [1]))), _ints(op, [0]))
     diagonal = op.Slice(flat, start, op.Add(start, span), _ints(op, [first]), step)
     if post:
         perm = [*pre, *range(first + 1, rank - 1), first]
         diagonal = op.Transpose(diagonal, perm=perm)
-    if plan.cast_to is not None:
-        diagonal = op.Cast(diagonal, to=plan.cast_to)
-    size = cols if plan.sum_over_rows else rows
+    if masked.cast_to is not None:
+        diagonal = op.Cast(diagonal, to=masked.cast_to)
+    size = cols if masked.sum_over_rows else rows
     after = op.Sub(op.Sub(size, before), length)
     # Pads list every axis's start, then every axis's end; only the last axis is padded.
     batch = [_ints(op, [0] * (rank - 2))] if rank > 2 else []

@@ -21,7 +21,7 @@ naming rule, where ``<name>`` is OUTPUT's file name:
   unless it is empty (a name another save has claimed, or one a killed save left): then
   the first free ``<name>.data.N``.
 
-A save claims its name when it plans it, by creating the file empty with ``O_EXCL``, and
+A save claims its name when it chooses it, by creating the file empty with ``O_EXCL``, and
 renames its data onto that file only. Two saves racing to one OUTPUT therefore never write
 the same data file: the second takes the next free name, and whichever renames its model
 last leaves OUTPUT reading its own data.
@@ -60,9 +60,9 @@ __all__ = [
     "DataFiles",
     "KeptFile",
     "Progress",
+    "claim_data_files",
     "data_name_pattern",
     "external_data_name",
-    "plan_data_files",
     "restore_tensors",
     "split_stale",
     "write_data_file",
@@ -214,7 +214,7 @@ def _claim_free_path(output: str) -> str:
     raise ModelIOError(f"cannot write {output}: {usual}.1 to .{_MAX_NUMBERED_NAMES} exist")
 
 
-def plan_data_files(
+def claim_data_files(
     model: ir.Model | None, output: str, external: bool, source: str | None
 ) -> DataFiles:
     """Claims the data file to write (see the module doc); lists the stale ones to remove.

@@ -56,7 +56,7 @@ from eyefold.model_files.data_file import (
     DataFiles,
     KeptFile,
     Progress,
-    plan_data_files,
+    claim_data_files,
     restore_tensors,
     split_stale,
     write_data_file,
@@ -180,13 +180,15 @@ def _serialize_to(model: ir.Model, output: str) -> tuple[str, int]:
     return temp_path, size
 
 
-def _plan(model: ir.Model, output: str, external_data: bool, source: str | None) -> DataFiles:
+def _claim_data_files(
+    model: ir.Model, output: str, external_data: bool, source: str | None
+) -> DataFiles:
     """The data file to write beside ``output`` (None: one file) and the stale ones."""
     external, why = _needs_external_data(model, external_data)
-    plan = plan_data_files(model, output, external, source)
-    if plan.path is not None:
-        logger.info("saving %s with external data %s (%s)", output, plan.path, why)
-    return plan
+    data_files = claim_data_files(model, output, external, source)
+    if data_files.path is not None:
+        logger.info("saving %s with external data %s (%s)", output, data_files.path, why)
+    return data_files
 
 
 def _remove_stale(folder: str, paths: list[str]) -> None:
@@ -272,7 +274,7 @@ def _save_ir(
     progress: Progress | None,
     before_switch: BeforeSwitch | None,
 ) -> SavedModel:
-    plan = _plan(model, output, external_data, source)
+    data_files = _claim_data_files(model, output, external_data, source)
     originals: list[tuple[ir.Value, ir.TensorProtocol]] = []
     undo_attrs: list[tuple[ir.Node, str, ir.Attr]] = []
 
@@ -284,31 +286,31 @@ def _save_ir(
 
     def ready(size: int, kept: tuple[KeptFile, ...]) -> None:
         if before_switch is not None:
-            before_switch(SavedModel(output, plan.path, size, len(originals), kept))
+            before_switch(SavedModel(output, data_files.path, size, len(originals), kept))
 
     superseded: list[str] = []  # the old data files, once the new OUTPUT is in place
     kept: tuple[KeptFile, ...] = ()
     try:
         superseded, kept = _commit(
-            output, plan, write_data, lambda: _serialize_to(model, output)[0], ready
+            output, data_files, write_data, lambda: _serialize_to(model, output)[0], ready
         )
     finally:
         restore_tensors(originals, superseded)
         _undo_inlining(undo_attrs, superseded)
-    return _saved(output, plan, superseded, kept, len(originals))
+    return _saved(output, data_files, superseded, kept, len(originals))
 
 
 def _commit(
     output: str,
-    plan: DataFiles,
+    data_files: DataFiles,
     write_data: Callable[[str], str],
     write_model: Callable[[], str],
     ready: Callable[[int, tuple[KeptFile, ...]], None],
 ) -> tuple[list[str], tuple[KeptFile, ...]]:
     """Steps 2 to 4 of the module doc; returns the old data files to remove and those kept.
 
-    The plan has claimed the data file's name (step 1). ``write_data(final path)``
-    (called when the plan has a data file) and ``write_model()`` write under temporary
+    ``data_files`` has claimed the data file's name (step 1). ``write_data(final path)``
+    (called when there is a data file) and ``write_model()`` write under temporary
     names and return them; ``ready(bytes of both files, data files kept)`` runs just
     before OUTPUT's rename, once the old data files are sorted into those to remove and
     those another model reads (:func:`split_stale`, which skips OUTPUT itself).
@@ -317,16 +319,18 @@ def _commit(
     temp_model: str | None = None
     switched = False
     try:
-        if plan.path is not None:
-            temp_paths.append(write_data(plan.path))
+        if data_files.path is not None:
+            temp_paths.append(write_data(data_files.path))
         temp_model = write_model()
         temp_paths.append(temp_model)
-        if plan.path is not None:
-            os.replace(temp_paths[0], plan.path)
-        remove, kept = split_stale(os.path.dirname(output), plan.stale, output)
+        if data_files.path is not None:
+            os.replace(temp_paths[0], data_files.path)
+        remove, kept = split_stale(os.path.dirname(output), data_files.stale, output)
         for item in kept:
             logger.info("keeping the old data file %s: %s", item.path, item.reason)
-        size = files_bytes([temp_model] if plan.path is None else [temp_model, plan.path])
+        size = files_bytes(
+            [temp_model] if data_files.path is None else [temp_model, data_files.path]
+        )
         ready(size, tuple(kept))
         os.replace(temp_model, output)
         switched = True
@@ -338,24 +342,24 @@ def _commit(
         renamed = temp_model is not None and not os.path.lexists(temp_model)
         for temp_path in temp_paths:
             discard(temp_path)
-        if not (switched or renamed) and plan.path is not None:
-            discard(plan.path)  # the claimed name: no model reads it
+        if not (switched or renamed) and data_files.path is not None:
+            discard(data_files.path)  # the claimed name: no model reads it
     return remove, tuple(kept)
 
 
 def _saved(
     output: str,
-    plan: DataFiles,
+    data_files: DataFiles,
     superseded: list[str],
     kept: tuple[KeptFile, ...],
     tensors: int,
 ) -> SavedModel:
     """Step 5 of the module doc, and what was written."""
     _remove_stale(os.path.dirname(output), superseded)
-    written = [output] if plan.path is None else [output, plan.path]
+    written = [output] if data_files.path is None else [output, data_files.path]
     return SavedModel(
         path=output,
-        data_path=plan.path,
+        data_path=data_files.path,
         bytes=files_bytes(written),
         external_tensors=tensors,
         kept_data_files=kept,
@@ -375,7 +379,7 @@ def _save_proto(
     weights = initializer_model(proto, source) if external_data else None
     if weights is not None and source is not None:
         check_external_data(weights, source)
-    plan = plan_data_files(weights, output, external_data, source)
+    data_files = claim_data_files(weights, output, external_data, source)
     moved: list[tuple[ir.Value, ir.TensorProtocol]] = []
 
     def write_data(data_path: str) -> str:
@@ -401,16 +405,16 @@ def _save_proto(
 
     def ready(size: int, kept: tuple[KeptFile, ...]) -> None:
         if before_switch is not None:
-            before_switch(SavedModel(output, plan.path, size, len(moved), kept))
+            before_switch(SavedModel(output, data_files.path, size, len(moved), kept))
 
-    superseded, kept = _commit(output, plan, write_data, write_proto, ready)
-    return _saved(output, plan, superseded, kept, len(moved))
+    superseded, kept = _commit(output, data_files, write_data, write_proto, ready)
+    return _saved(output, data_files, superseded, kept, len(moved))
 
 
 def initializer_model(proto: onnx.ModelProto, source: str | None) -> ir.Model:
     """The main graph's initializers that may go to a data file, as an onnx-ir model.
 
-    What the data file planning and writing read: the external initializers and those
+    What claiming the data file and writing it read: the external initializers and those
     whose message is over the threshold (their data cannot be larger), in a model without
     nodes. External data stays lazy (read from ``source``'s folder); each TensorProto is
     wrapped, not copied.

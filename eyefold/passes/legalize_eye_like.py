@@ -34,17 +34,17 @@ from eyefold.passes.explicit_fill import (
     spell_out_fill,
 )
 from eyefold.passes.lower_eye_like import lower_node, lowering_blocker
-from eyefold.runtime.forms import Choice, Lowered, Plan, choose_form, choose_plan
+from eyefold.runtime.forms import CastForm, Choice, Lowered, choose_cast_form, choose_form
 from eyefold.runtime.profile import RuntimeProfile
 from eyefold.runtime.support import EyeLikeSupport, check_runtime, get_profile, other_profiles
 
 __all__ = [
     "LEGALIZED_FOR_KEY",
+    "CastForm",
     "LegalizeEyeLikePass",
     "LegalizeOutcome",
     "LegalizeResult",
-    "Plan",
-    "choose_plan",
+    "choose_cast_form",
 ]
 
 logger = logging.getLogger(__name__)
@@ -118,7 +118,9 @@ def _cast_node(
     )
 
 
-def _rewrite(scope: Scope, node: ir.Node, plan: Plan, names: ModelNames, runtime: str) -> None:
+def _rewrite(
+    scope: Scope, node: ir.Node, cast_form: CastForm, names: ModelNames, runtime: str
+) -> None:
     source, result = node.inputs[0], node.outputs[0]
     # The node is the legalization's now. A rule tag would name a rewrite it re-expanded
     # (the rules fold these casts back on a second run), so a second run would differ.
@@ -126,10 +128,10 @@ def _rewrite(scope: Scope, node: ir.Node, plan: Plan, names: ModelNames, runtime
     node.metadata_props[LEGALIZED_FOR_KEY] = runtime
     assert source is not None
     base = result.name or "eyelike"
-    if plan.input_type != source.dtype:
+    if cast_form.input_type != source.dtype:
         cast_out = ir.Value(
-            name=names.new_value(f"{base}__eyefold_input_{plan.input_type.name.lower()}"),
-            type=ir.TensorType(plan.input_type),
+            name=names.new_value(f"{base}__eyefold_input_{cast_form.input_type.name.lower()}"),
+            type=ir.TensorType(cast_form.input_type),
             shape=None if source.shape is None else ir.Shape(source.shape),
         )
         scope.graph.insert_before(node, _cast_node(source, cast_out, node, "cast_input", base))
@@ -141,20 +143,20 @@ def _rewrite(scope: Scope, node: ir.Node, plan: Plan, names: ModelNames, runtime
     node.attributes.pop("dtype", None)
     if k is not None and (k.is_ref() or k.type != ir.AttributeType.INT or k.value != 0):
         node.attributes["k"] = k
-    if plan.dtype is not None:
-        node.attributes["dtype"] = ir.AttrInt64("dtype", plan.dtype)
-    if plan.eyelike_output == plan.output_type:
+    if cast_form.dtype is not None:
+        node.attributes["dtype"] = ir.AttrInt64("dtype", cast_form.dtype)
+    if cast_form.eyelike_output == cast_form.output_type:
         return
     # The node keeps producing ``result`` (renamed, retyped); a new value with the old name
     # and type takes over every use and graph-output slot, so nothing downstream changes.
     users = list(result.uses())
     final = ir.Value(
         name=result.name,
-        type=ir.TensorType(plan.output_type),
+        type=ir.TensorType(cast_form.output_type),
         shape=None if result.shape is None else ir.Shape(result.shape),
     )
-    result.name = names.new_value(f"{base}__eyefold_{plan.eyelike_output.name.lower()}")
-    result.type = ir.TensorType(plan.eyelike_output)
+    result.name = names.new_value(f"{base}__eyefold_{cast_form.eyelike_output.name.lower()}")
+    result.type = ir.TensorType(cast_form.eyelike_output)
     scope.graph.insert_after(node, _cast_node(result, final, node, "cast_output", base))
     for user, index in users:
         user.replace_input_with(index, final)

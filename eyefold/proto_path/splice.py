@@ -34,7 +34,7 @@ class SpliceError(WriteBackError):
 
 
 @dataclasses.dataclass
-class _Plan:
+class _Edits:
     """Keyed result nodes and the renames outside readers need."""
 
     nodes: list[tuple[tuple[int, int, int], onnx.NodeProto]]
@@ -57,11 +57,11 @@ def _renames(hood: Neighbourhood) -> tuple[dict[str, str], dict[str, str]]:
     return readers, producers
 
 
-def _plan(hood: Neighbourhood, index: GraphIndex) -> _Plan:
+def _edits(hood: Neighbourhood, index: GraphIndex) -> _Edits:
     """Orders the result nodes by the main-graph position they belong at."""
     readers, producers = _renames(hood)
     keys: dict[int, tuple[int, int, int]] = {}
-    planned = []
+    keyed = []
     for seq, node in enumerate(hood.written_nodes()):
         position = hood.positions.get(id(node))
         if position is not None:
@@ -73,8 +73,8 @@ def _plan(hood: Neighbourhood, index: GraphIndex) -> _Plan:
             if value is not None and _key_of(value, keys, index, hood) >= key[0] + key[1]:
                 raise SpliceError(f"{node.op_type} would read a value defined after it")
         keys.update((id(v), key) for v in node.outputs)
-        planned.append((key, ir.serde.serialize_node(node)))
-    return _Plan(planned, readers, producers)
+        keyed.append((key, ir.serde.serialize_node(node)))
+    return _Edits(keyed, readers, producers)
 
 
 def _key_of(
@@ -89,9 +89,9 @@ def _key_of(
     return index.producer.get(name, -1) if name is not None else -1
 
 
-def _check_names(plan: _Plan, index: GraphIndex, hood: Neighbourhood) -> None:
+def _check_names(edits: _Edits, index: GraphIndex, hood: Neighbourhood) -> None:
     """A name a pass made up must not be one the small model could not see."""
-    defined = {o for _, proto in plan.nodes for o in proto.output if o}
+    defined = {o for _, proto in edits.nodes for o in proto.output if o}
     defined |= set(hood.model.graph.initializers) - hood.initializers
     outside = defined - hood.names
     taken = [
@@ -103,11 +103,11 @@ def _check_names(plan: _Plan, index: GraphIndex, hood: Neighbourhood) -> None:
         raise SpliceError(f"the name {sorted(taken)[0]!r} is taken outside the neighbourhood")
 
 
-def _check_readers(plan: _Plan, index: GraphIndex, hood: Neighbourhood) -> None:
+def _check_readers(edits: _Edits, index: GraphIndex, hood: Neighbourhood) -> None:
     """Outside readers of a renamed value must come after its (new) producer."""
-    keyed = {o: key for key, proto in plan.nodes for o in proto.output}
+    keyed = {o: key for key, proto in edits.nodes for o in proto.output}
     inside = set(hood.chosen)
-    for old, new in plan.renames.items():
+    for old, new in edits.renames.items():
         at = keyed.get(new, (index.producer.get(new, -1), 0, 0))
         readers = [c for c in index.consumers.get(old, ()) if c not in inside]
         if any(c <= at[0] for c in readers):
@@ -116,23 +116,23 @@ def _check_readers(plan: _Plan, index: GraphIndex, hood: Neighbourhood) -> None:
             raise SpliceError(f"a subgraph reads {old!r}, which the passes replaced")
 
 
-def _rename_outside(graph: onnx.GraphProto, index: GraphIndex, plan: _Plan, chosen) -> None:
+def _rename_outside(graph: onnx.GraphProto, index: GraphIndex, edits: _Edits, chosen) -> None:
     inside = set(chosen)
-    for old, new in plan.renames.items():
+    for old, new in edits.renames.items():
         for position in index.consumers.get(old, ()):
             if position not in inside:
                 node = graph.node[position]
                 node.input[:] = [new if n == old else n for n in node.input]
-    for old, new in plan.producer_renames.items():
+    for old, new in edits.producer_renames.items():
         node = graph.node[index.producer[old]]
         node.output[:] = [new if n == old else n for n in node.output]
 
 
-def _rewrite_nodes(graph: onnx.GraphProto, plan: _Plan, chosen: list[int]) -> None:
+def _rewrite_nodes(graph: onnx.GraphProto, edits: _Edits, chosen: list[int]) -> None:
     """Survivors in place; removed nodes deleted; new nodes inserted after their key."""
-    survivors = {key[0]: proto for key, proto in plan.nodes if key[1] == 0}
+    survivors = {key[0]: proto for key, proto in edits.nodes if key[1] == 0}
     inserts: dict[int, list[onnx.NodeProto]] = {}
-    for key, proto in sorted(plan.nodes, key=lambda item: item[0]):
+    for key, proto in sorted(edits.nodes, key=lambda item: item[0]):
         if key[1] == 1:
             inserts.setdefault(key[0], []).append(proto)
     for position, proto in survivors.items():
@@ -247,13 +247,13 @@ def splice(model: onnx.ModelProto, index: GraphIndex, hood: Neighbourhood) -> De
         SpliceError: the result cannot be placed in topological order; ``model`` is
             unchanged.
     """
-    plan = _plan(hood, index)
-    _check_names(plan, index, hood)
-    _check_readers(plan, index, hood)
+    edits = _edits(hood, index)
+    _check_names(edits, index, hood)
+    _check_readers(edits, index, hood)
     graph = model.graph
-    _rename_outside(graph, index, plan, hood.chosen)
+    _rename_outside(graph, index, edits, hood.chosen)
     deferred = _rewrite_tables(model, index, hood)
-    _rewrite_nodes(graph, plan, hood.chosen)
+    _rewrite_nodes(graph, edits, hood.chosen)
     opsets = {d: v for d, v in hood.model.opset_imports.items() if d != STAND_IN_DOMAIN}
     if opsets != {o.domain: o.version for o in model.opset_import}:
         del model.opset_import[:]

@@ -4,8 +4,9 @@ EyeLike only reads its input's shape and writes zeros and ones, which every type
 exactly, so three forms give the same bits:
 
 1. the EyeLike as it is;
-2. a :class:`Plan`: ``Cast(EyeLike(Cast(x, to=A), dtype=B), to=wanted)``, keeping only the
-   casts needed (for TVM, which takes no ``dtype`` other than the input's, ``B`` is absent);
+2. a :class:`CastForm`: ``Cast(EyeLike(Cast(x, to=A), dtype=B), to=wanted)``, keeping only
+   the casts needed (for TVM, which takes no ``dtype`` other than the input's, ``B`` is
+   absent);
 3. :class:`Lowered`: eyefold's primitive-op form (``LowerEyeLikePass``).
 
 :func:`choose_form` picks the first of them, cheapest first, that the target runs *and*
@@ -24,11 +25,19 @@ from eyefold.core.eyelike_types import allowed_types
 from eyefold.runtime.profile import RuntimeProfile, spec_allows_cast
 from eyefold.runtime.table import EyeLikeSupport
 
-__all__ = ["Choice", "Form", "Lowered", "Plan", "choose_form", "choose_plan", "runs_form"]
+__all__ = [
+    "CastForm",
+    "Choice",
+    "Form",
+    "Lowered",
+    "choose_cast_form",
+    "choose_form",
+    "runs_form",
+]
 
 
 @dataclasses.dataclass(frozen=True)
-class Plan:
+class CastForm:
     """The supported form of one EyeLike: input cast to ``input_type``, then ``dtype``.
 
     Attributes:
@@ -78,10 +87,12 @@ class Lowered:
         return f"Range/Equal -> Cast(to={self.output_type.name}) (lowered)"
 
 
-Form = Plan | Lowered
+Form = CastForm | Lowered
 
 
-def _cost(plan: Plan, source: ir.DataType | None, hidden: int) -> tuple[int, int, int, str]:
+def _cost(
+    cast_form: CastForm, source: ir.DataType | None, hidden: int
+) -> tuple[int, int, int, str]:
     """Casts (ours plus the runtime's own), then bytes written per element, then a tie-break.
 
     Every cast is a pass over the whole matrix, so fewer casts wins first; between equal
@@ -91,24 +102,28 @@ def _cost(plan: Plan, source: ir.DataType | None, hidden: int) -> tuple[int, int
     casts too, so a float16 detour never looks cheaper than it runs. Remaining ties prefer
     no ``dtype`` attribute, then type names, so the choice is deterministic.
     """
-    casts = (plan.input_type != source) + (plan.eyelike_output != plan.output_type) + hidden
-    written = plan.eyelike_output.itemsize
-    if plan.input_type != source:
-        written += plan.input_type.itemsize
-    if plan.eyelike_output != plan.output_type:
-        written += plan.output_type.itemsize
-    tie = f"{plan.input_type.name}/{plan.dtype.name if plan.dtype else ''}"
-    return casts, written, plan.dtype is not None, tie
+    casts = (
+        (cast_form.input_type != source)
+        + (cast_form.eyelike_output != cast_form.output_type)
+        + hidden
+    )
+    written = cast_form.eyelike_output.itemsize
+    if cast_form.input_type != source:
+        written += cast_form.input_type.itemsize
+    if cast_form.eyelike_output != cast_form.output_type:
+        written += cast_form.output_type.itemsize
+    tie = f"{cast_form.input_type.name}/{cast_form.dtype.name if cast_form.dtype else ''}"
+    return casts, written, cast_form.dtype is not None, tie
 
 
-def _plans(
+def _cast_forms(
     support: EyeLikeSupport,
     source: ir.DataType | None,
     output_type: ir.DataType,
     opset: int | None,
     profile: RuntimeProfile | None = None,
-) -> list[Plan]:
-    """Every plan the runtime runs, cheapest first (casts judged by ``profile`` if given)."""
+) -> list[CastForm]:
+    """The cast forms the runtime runs, cheapest first; ``profile``, if given, judges casts."""
     types = allowed_types(opset)
     if source is not None and not spec_allows_cast(source, opset):
         return []
@@ -117,27 +132,27 @@ def _plans(
         if input_type != source and not spec_allows_cast(input_type, opset):
             continue
         for dtype in [None, *types]:
-            plan = Plan(input_type, dtype, output_type)
-            produced = plan.eyelike_output
+            cast_form = CastForm(input_type, dtype, output_type)
+            produced = cast_form.eyelike_output
             if produced != output_type and not (
                 spec_allows_cast(produced, opset) and spec_allows_cast(output_type, opset)
             ):
                 continue
             if not support.runs(input_type, dtype, opset):
                 continue
-            if profile is not None and not runs_form(profile, plan, source, opset):
+            if profile is not None and not runs_form(profile, cast_form, source, opset):
                 continue
             hidden = support.hidden_casts(input_type, dtype, opset)
-            candidates.append((_cost(plan, source, hidden), plan))
-    return [plan for _, plan in sorted(candidates, key=lambda item: item[0])]
+            candidates.append((_cost(cast_form, source, hidden), cast_form))
+    return [cast_form for _, cast_form in sorted(candidates, key=lambda item: item[0])]
 
 
-def choose_plan(
+def choose_cast_form(
     support: EyeLikeSupport,
     source: ir.DataType | None,
     output_type: ir.DataType,
     opset: int | None,
-) -> Plan | None:
+) -> CastForm | None:
     """The cheapest supported form of an EyeLike from ``source`` to ``output_type``.
 
     Every Cast is taken to run (as on onnxruntime); :func:`choose_form` also asks the
@@ -147,14 +162,14 @@ def choose_plan(
         support: what the target runs.
         source: the input's element type; None when unknown (the input is then always cast).
         output_type: the element type the node must still produce.
-        opset: the default-domain opset of the node's scope; every type and cast the plan
+        opset: the default-domain opset of the node's scope; every type and cast the form
             uses must exist there (bfloat16 needs EyeLike-22 and Cast-13).
 
     Returns:
-        The plan, or None when no supported form exists at ``opset``.
+        The cast form, or None when no supported form exists at ``opset``.
     """
-    plans = _plans(support, source, output_type, opset)
-    return plans[0] if plans else None
+    cast_forms = _cast_forms(support, source, output_type, opset)
+    return cast_forms[0] if cast_forms else None
 
 
 def runs_form(
@@ -201,7 +216,7 @@ def choose_form(
 ) -> Choice:
     """The cheapest form of EyeLike(``source``, ``dtype``) for ``target``, breaking no other.
 
-    Call it for a node the target does not run as it is. Plans come first, cheapest
+    Call it for a node the target does not run as it is. Cast forms come first, cheapest
     first by the target's costs, then the lowered form when ``lowerable`` (the node's
     opset has Range and its ``k`` is known). A form is taken only when every runtime of
     ``others`` that runs the node as it is also runs that form.
@@ -210,7 +225,7 @@ def choose_form(
     if lacked:
         return Choice(None, lacked=lacked)
     ran = [p for p in others if p.runs_eyelike(source, dtype, opset) is True]
-    forms: list[Form] = list(_plans(target.support, source, output_type, opset, target))
+    forms: list[Form] = list(_cast_forms(target.support, source, output_type, opset, target))
     if lowerable and runs_form(target, Lowered(output_type), source, opset):
         forms.append(Lowered(output_type))
     for form in forms:

@@ -27,7 +27,7 @@ import eyefold
 from eyefold.cli import main
 from eyefold.options import PipelineOptions
 from eyefold.passes import InferEyeLikeOutputsPass, LegalizeEyeLikePass, default_pipeline
-from eyefold.passes.legalize_eye_like import LEGALIZED_FOR_KEY, Plan, choose_plan
+from eyefold.passes.legalize_eye_like import LEGALIZED_FOR_KEY, CastForm, choose_cast_form
 from eyefold.pipeline import run_pipeline
 from eyefold.report import build_report
 from eyefold.run_record import RunRecord, Stage, StepEntry
@@ -218,21 +218,23 @@ def test_legalization_is_deterministic_and_idempotent():
 # --- the choice of types ---
 
 
-def _plan_for(support: EyeLikeSupport, combination: Combination, opset: int = 22) -> Plan:
+def _cast_form_for(
+    support: EyeLikeSupport, combination: Combination, opset: int = 22
+) -> CastForm:
     source, dtype = combination
-    plan = choose_plan(support, source, dtype or source, opset)
-    assert plan is not None
-    assert support.runs(plan.input_type, plan.dtype, opset)
-    return plan
+    cast_form = choose_cast_form(support, source, dtype or source, opset)
+    assert cast_form is not None
+    assert support.runs(cast_form.input_type, cast_form.dtype, opset)
+    return cast_form
 
 
 @pytest.mark.parametrize("combination", COMBINATION_PARAMS)
 def test_plan_casts_only_where_the_runtime_needs_it(combination, support):
     source, dtype = combination
     wanted = dtype or source
-    plan = _plan_for(support, combination)
+    cast_form = _cast_form_for(support, combination)
     if combination in support.supported[22]:  # a cast of ours could only add work
-        assert (plan.input_type, plan.eyelike_output) == (source, wanted)
+        assert (cast_form.input_type, cast_form.eyelike_output) == (source, wanted)
         return
     # No input cast when the runtime takes the input type at all; no output cast when its
     # kernel makes the wanted type natively from there. Runtime-inserted casts (float16 on
@@ -241,10 +243,10 @@ def test_plan_casts_only_where_the_runtime_needs_it(combination, support):
     makes_wanted = any(
         (o or i) == wanted and (i == source or not takes_input) for i, o in support.native[22]
     )
-    assert (plan.input_type != source) is not takes_input
-    assert (plan.eyelike_output != wanted) is not makes_wanted
+    assert (cast_form.input_type != source) is not takes_input
+    assert (cast_form.eyelike_output != wanted) is not makes_wanted
     if ir.DataType.FLOAT16 not in (source, wanted):
-        assert ir.DataType.FLOAT16 not in (plan.input_type, plan.eyelike_output)
+        assert ir.DataType.FLOAT16 not in (cast_form.input_type, cast_form.eyelike_output)
 
 
 def _only(pairs: set, version: int = 22) -> EyeLikeSupport:
@@ -256,9 +258,9 @@ def _only(pairs: set, version: int = 22) -> EyeLikeSupport:
 
 def test_plan_uses_bfloat16_only_where_the_opset_has_it():
     bf16_only = _only({(ir.DataType.BFLOAT16, None)})
-    plan = choose_plan(bf16_only, ir.DataType.BOOL, ir.DataType.BOOL, 22)
-    assert plan == Plan(ir.DataType.BFLOAT16, None, ir.DataType.BOOL)
-    assert choose_plan(bf16_only, ir.DataType.BOOL, ir.DataType.BOOL, 21) is None
+    cast_form = choose_cast_form(bf16_only, ir.DataType.BOOL, ir.DataType.BOOL, 22)
+    assert cast_form == CastForm(ir.DataType.BFLOAT16, None, ir.DataType.BOOL)
+    assert choose_cast_form(bf16_only, ir.DataType.BOOL, ir.DataType.BOOL, 21) is None
 
 
 def test_node_without_a_cast_form_is_lowered_where_the_opset_has_range():

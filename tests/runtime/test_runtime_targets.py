@@ -21,7 +21,7 @@ from eyefold.core.eyelike_types import allowed_types
 from eyefold.errors import EyefoldError
 from eyefold.options import PipelineOptions
 from eyefold.passes import InferEyeLikeOutputsPass, LegalizeEyeLikePass
-from eyefold.runtime.forms import Lowered, Plan, choose_form, choose_plan
+from eyefold.runtime.forms import CastForm, Lowered, choose_cast_form, choose_form
 from eyefold.runtime.installed import SUPPORTED_RUNTIMES, installed_version
 from eyefold.runtime.profile import RuntimeProfile
 from eyefold.runtime.support import (
@@ -66,15 +66,15 @@ def _kinds(runtime: str) -> collections.Counter:
     ("runtime", "kinds"),
     [
         ("openvino", {"keep": 182}),
-        ("tract", {"keep": 143, "plan": 13, "none": 26}),  # none: bfloat16
-        ("tvm", {"keep": 26, "plan": 145, "lowered": 11}),  # lowered: int64 outputs
+        ("tract", {"keep": 143, "castform": 13, "none": 26}),  # none: bfloat16
+        ("tvm", {"keep": 26, "castform": 145, "lowered": 11}),  # lowered: int64 outputs
     ],
 )
 def test_each_target_keeps_casts_or_lowers_by_its_table(runtime, kinds):
     assert _kinds(runtime) == kinds
 
 
-def test_keeping_other_runtimes_running_never_changes_an_onnxruntime_plan():
+def test_keeping_other_runtimes_running_never_changes_an_onnxruntime_cast_form():
     profile = get_profile("onnxruntime", probe=False)
     others = other_profiles("onnxruntime")
     for opset in (9, 12, 13, 21, 22):
@@ -87,7 +87,7 @@ def test_keeping_other_runtimes_running_never_changes_an_onnxruntime_plan():
                 choice = choose_form(
                     profile, others, source, dtype, wanted, opset, lowerable=True
                 )
-                assert choice.form == choose_plan(profile.support, source, wanted, opset)
+                assert choice.form == choose_cast_form(profile.support, source, wanted, opset)
 
 
 def test_tvm_int64_from_another_type_is_lowered_to_keep_tract_running():
@@ -97,15 +97,15 @@ def test_tvm_int64_from_another_type_is_lowered_to_keep_tract_running():
     choice = choose_form(tvm, others, D.FLOAT, D.INT64, D.INT64, 22, lowerable=True)
     assert choice.form == Lowered(D.INT64)
     alone = choose_form(tvm, [], D.FLOAT, D.INT64, D.INT64, 22, lowerable=True)
-    assert alone.form == Plan(D.FLOAT, None, D.INT64)  # EyeLike(x) -> Cast(to=INT64)
+    assert alone.form == CastForm(D.FLOAT, None, D.INT64)  # EyeLike(x) -> Cast(to=INT64)
 
 
 def test_tract_bool_output_keeps_tvm_running():
     tract, others = get_profile("tract", probe=False), other_profiles("tract")
     choice = choose_form(tract, others, D.BOOL, None, D.BOOL, 22, lowerable=True)
-    assert choice.form == Plan(D.INT8, None, D.BOOL)  # TVM, which ran it, takes no dtype
+    assert choice.form == CastForm(D.INT8, None, D.BOOL)  # TVM, which ran it, takes no dtype
     alone = choose_form(tract, [], D.BOOL, None, D.BOOL, 22, lowerable=True)
-    assert alone.form == Plan(D.BOOL, D.INT8, D.BOOL)  # one cast fewer, but not on TVM
+    assert alone.form == CastForm(D.BOOL, D.INT8, D.BOOL)  # one cast fewer, but not on TVM
 
 
 def _profile(name: str, pairs: set, casts=frozenset(), lowered=frozenset()) -> RuntimeProfile:
