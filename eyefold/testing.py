@@ -40,14 +40,14 @@ def check_model_safely(model: onnx.ModelProto | ir.Model) -> None:
 
     Raises:
         onnx.checker.ValidationError: the model is invalid; the message names the model's
-            own EyeLike nodes and values, not the stand-ins the check ran on.
+            own EyeLike nodes and values, not the defused copies the check ran on.
     """
     proto = copy.deepcopy(as_proto(model))
-    stand_ins = defuse_eyelike_dtype(proto)
+    defused = defuse_eyelike_dtype(proto)
     try:
         onnx.checker.check_model(proto, full_check=True)
     except Exception as error:  # ValidationError, InferenceError and others
-        raise onnx.checker.ValidationError(stand_ins.restore(str(error))) from None
+        raise onnx.checker.ValidationError(defused.restore(str(error))) from None
 
 
 def count_ops(model: onnx.ModelProto | ir.Model, op_type: str) -> int:

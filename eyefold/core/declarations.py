@@ -3,8 +3,8 @@
 The spec leaves nothing open about an EyeLike output: it has rank 2, its input's dims and
 the ``dtype`` attribute's type (else its input's). Exporters still get this wrong: tf2onnx's
 ``tf.eye(n, batch_shape=[2])`` emits a rank-2 EyeLike and declares the graph output with the
-batch dim. onnx's checker rejects such a model, but from a throwaway copy in which EyeLike
-stands in as another op, so its message would name an op the user does not have. eyefold
+batch dim. onnx's checker rejects such a model, but from a throwaway copy in which another op
+replaces EyeLike, so its message would name an op the user does not have. eyefold
 checks the declaration itself and names the value, the node, both shapes and what to do.
 
 A declaration is never "fixed" by guessing: folding would replace the value and drop the

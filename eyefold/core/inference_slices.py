@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import onnx
 import onnx_ir as ir
 
-from eyefold.core.onnx_safety import StandIns
+from eyefold.core.onnx_safety import DefusedEyeLikes
 from eyefold.core.proto_subgraphs import nested_graphs, subgraph_attributes
 from eyefold.core.scopes import Scope, read_values
 from eyefold.core.weightless import (
@@ -115,19 +115,19 @@ class SlicedModel:
     Attributes:
         proto: the model (its outputs the targets).
         names: the ``ir.Graph`` each of its graph names stands for.
-        stand_ins: the stand-ins onnx's messages must be read through.
+        defused: the defused EyeLikes onnx's messages must be read through.
         large: the tensors declared as typed inputs (large Constants' and initializers'),
             by input name, for a shape chain that reads a few of their elements.
     """
 
     proto: onnx.ModelProto
     names: dict[str, ir.Graph]
-    stand_ins: StandIns
+    defused: DefusedEyeLikes
     large: dict[str, LargeTensor]
 
 
 def slice_model(model: ir.Model, piece: InferenceSlice) -> SlicedModel:
-    """The weightless ModelProto of ``piece``, its graphs' names and the EyeLike stand-ins."""
+    """The weightless ModelProto of ``piece``, its graphs' names and the defused EyeLikes."""
     built = onnx.ModelProto()
     graph = built.graph
     graph.name = "eyefold_slice"
@@ -156,7 +156,7 @@ def slice_model(model: ir.Model, piece: InferenceSlice) -> SlicedModel:
         _name_subgraphs(node, proto_node, names)
         graph.node.append(proto_node)
     graph.output.extend(onnx.ValueInfoProto(name=v.name) for v in piece.targets if v.name)
-    proto, stand_ins = weightless_model(
+    proto, defused = weightless_model(
         built,
         ir_version=model.ir_version,
         opset_imports=(
@@ -167,10 +167,10 @@ def slice_model(model: ir.Model, piece: InferenceSlice) -> SlicedModel:
     )
     # onnx's messages name the slice's graphs; say them as the user's model names them.
     for proto_name, ir_graph in names.items():
-        stand_ins.names[proto_name] = ir_graph.name or (
+        defused.names[proto_name] = ir_graph.name or (
             "main graph" if ir_graph is model.graph else "subgraph"
         )
-    return SlicedModel(proto, names, stand_ins, tensors)
+    return SlicedModel(proto, names, defused, tensors)
 
 
 def declared_dim_params(proto: onnx.ModelProto) -> set[str]:

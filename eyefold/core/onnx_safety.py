@@ -8,8 +8,8 @@ known at that point depends on what onnx itself infers upstream, so every EyeLik
 ``dtype`` is rewritten, in a throwaway copy only, as ``Cast(EyeLike(x), to=dtype)``: the
 same output type and shape, and no code path that reads a missing input type.
 
-onnx's messages about such a copy name the stand-in (``op_type:Cast``) and the renamed
-value; :class:`StandIns` says them again in the user's terms.
+onnx's messages about such a copy name the Cast (``op_type:Cast``) and the renamed value;
+:class:`DefusedEyeLikes` says them again in the user's terms.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import onnx
 from eyefold.core.domains import DEFAULT_DOMAINS
 from eyefold.core.proto_subgraphs import node_subgraphs
 
-__all__ = ["StandIns", "defuse_eyelike_dtype", "restore_names", "stand_in_ops"]
+__all__ = ["DefusedEyeLikes", "defuse_eyelike_dtype", "replacement_ops", "restore_names"]
 
 # How onnx's checker and shape inference name a node: "(op_type:Cast, node name: n)",
 # "(op_type:Cast)" when it has no name, and "Name: n OpType: Cast" (the checker's context).
@@ -36,12 +36,12 @@ _NODE_IN_MESSAGE = re.compile(
 def restore_names(
     text: str, ops: Mapping[tuple[str, str], str], names: Mapping[str, str]
 ) -> str:
-    """``text`` with stand-in nodes and renamed values said as the user's model has them.
+    """``text`` with EyeLike replacements and renamed values as the user's model names them.
 
     Args:
-        text: a message from onnx about a copy holding stand-ins.
-        ops: (stand-in op type, node name) -> the op type the user's node has.
-        names: stand-in value or node names -> the user's names.
+        text: a message from onnx about a copy in which nodes replace EyeLike nodes.
+        ops: (replacing op type, node name) -> the op type the user's node has.
+        names: replacing value or node names -> the user's names.
     """
 
     def node(found: re.Match[str]) -> str:
@@ -59,10 +59,12 @@ def restore_names(
     return text
 
 
-def stand_in_ops(
-    nodes: Iterable[onnx.NodeProto], is_stand_in: set[tuple[str, ...]]
+def replacement_ops(
+    nodes: Iterable[onnx.NodeProto], replacements: set[tuple[str, ...]]
 ) -> dict[tuple[str, str], str]:
-    """(op type, name) of the stand-ins among ``nodes`` (keyed by outputs) -> "EyeLike".
+    """(op type, name) of the nodes among ``nodes`` that replace an EyeLike -> "EyeLike".
+
+    ``replacements``: the output names of each such node.
 
     A pair that a real node of the same op also has is left out: a message naming it may
     be about the real node, and saying EyeLike then would be the untruth.
@@ -71,7 +73,7 @@ def stand_in_ops(
     real: set[tuple[str, str]] = set()
     for node in nodes:
         key = (node.op_type, node.name)
-        if tuple(node.output) in is_stand_in:
+        if tuple(node.output) in replacements:
             found[key] = "EyeLike"
         else:
             real.add(key)
@@ -79,12 +81,13 @@ def stand_in_ops(
 
 
 @dataclasses.dataclass
-class StandIns:
+class DefusedEyeLikes:
     """What :func:`defuse_eyelike_dtype` renamed, to map onnx's messages back.
 
     Attributes:
-        ops: (stand-in op type, stand-in node name) -> "EyeLike".
-        names: stand-in node and value names -> the EyeLike's node or output name.
+        ops: (the Cast's op type, its node name) -> "EyeLike".
+        names: the Cast's node name and the renamed value -> the EyeLike's node and output
+            names.
     """
 
     ops: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
@@ -95,22 +98,24 @@ class StandIns:
         return len(self.ops)
 
     def restore(self, text: str) -> str:
-        """``text`` naming the user's EyeLike nodes and values instead of the stand-ins."""
+        """``text`` naming the user's EyeLike nodes and values instead of the defused ones."""
         return restore_names(text, self.ops, self.names)
 
 
-def _rewrite_nodes(nodes: list[onnx.NodeProto], stand_ins: StandIns) -> list[onnx.NodeProto]:
+def _rewrite_nodes(
+    nodes: list[onnx.NodeProto], defused: DefusedEyeLikes
+) -> list[onnx.NodeProto]:
     rewritten: list[onnx.NodeProto] = []
     for node in nodes:
         for graph in node_subgraphs(node):
-            _rewrite_graph(graph, stand_ins)
+            _rewrite_graph(graph, defused)
         dtype = None
         if node.op_type == "EyeLike" and node.domain in DEFAULT_DOMAINS:
             dtype = next((a for a in node.attribute if a.name == "dtype"), None)
         if dtype is None:
             rewritten.append(node)
             continue
-        number = len(stand_ins) + 1
+        number = len(defused) + 1
         final_name = node.output[0] if node.output else ""
         untyped = f"{final_name}__eyefold_untyped_{number}"
         kept = [a for a in node.attribute if a.name != "dtype"]
@@ -120,8 +125,8 @@ def _rewrite_nodes(nodes: list[onnx.NodeProto], stand_ins: StandIns) -> list[onn
             node.output[0] = untyped
         cast_name = f"{node.name}__eyefold_dtype_{number}"
         cast = onnx.helper.make_node("Cast", [untyped], [final_name], name=cast_name)
-        stand_ins.ops[("Cast", cast_name)] = "EyeLike"
-        stand_ins.names.update({cast_name: node.name, untyped: final_name})
+        defused.ops[("Cast", cast_name)] = "EyeLike"
+        defused.names.update({cast_name: node.name, untyped: final_name})
         if dtype.ref_attr_name:  # in a function body, dtype may name a function attribute
             cast.attribute.add(name="to", ref_attr_name=dtype.ref_attr_name, type=dtype.type)
         else:
@@ -130,30 +135,30 @@ def _rewrite_nodes(nodes: list[onnx.NodeProto], stand_ins: StandIns) -> list[onn
     return rewritten
 
 
-def _rewrite_graph(graph: onnx.GraphProto, stand_ins: StandIns) -> None:
-    _replace_nodes(graph.node, stand_ins)
+def _rewrite_graph(graph: onnx.GraphProto, defused: DefusedEyeLikes) -> None:
+    _replace_nodes(graph.node, defused)
 
 
-def _replace_nodes(field: MutableSequence[onnx.NodeProto], stand_ins: StandIns) -> None:
+def _replace_nodes(field: MutableSequence[onnx.NodeProto], defused: DefusedEyeLikes) -> None:
     """Rewrites a node list in place; left as it is (no copy) when no EyeLike changed."""
-    before = len(stand_ins)
-    nodes = _rewrite_nodes(list(field), stand_ins)
-    if len(stand_ins) != before:
+    before = len(defused)
+    nodes = _rewrite_nodes(list(field), defused)
+    if len(defused) != before:
         del field[:]
         field.extend(nodes)
 
 
-def defuse_eyelike_dtype(model: onnx.ModelProto) -> StandIns:
+def defuse_eyelike_dtype(model: onnx.ModelProto) -> DefusedEyeLikes:
     """Rewrites, in place, every EyeLike with ``dtype`` into ``Cast(EyeLike(x))``.
 
     Only call this on a copy made for onnx's checker or shape inference.
 
     Returns:
-        The stand-ins (``len()``: the number of EyeLike nodes rewritten), to say onnx's
-        messages about the copy in the user's terms with :meth:`StandIns.restore`.
+        The defused EyeLikes (``len()``: how many), to say onnx's
+        messages about the copy in the user's terms with :meth:`DefusedEyeLikes.restore`.
     """
-    stand_ins = StandIns()
-    _rewrite_graph(model.graph, stand_ins)
+    defused = DefusedEyeLikes()
+    _rewrite_graph(model.graph, defused)
     for function in model.functions:
-        _replace_nodes(function.node, stand_ins)
-    return stand_ins
+        _replace_nodes(function.node, defused)
+    return defused

@@ -100,7 +100,7 @@ def holder_positions(ops: list[str], domains: list[str]) -> list[int]:
 class BodyColumns:
     """A graph body's nodes with their op types and domains, each read once.
 
-    The upgrade walks each body several times (EyeLike stand-ins, the legacy fixes, the
+    The upgrade walks each body several times (EyeLike placeholders, the legacy fixes, the
     subgraphs): on a body of tens of thousands of nodes each walk reading the op types
     costs milliseconds, so the walks share these columns. They describe the body as it
     was read: a walk that changes op types reads them before.

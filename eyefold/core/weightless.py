@@ -23,7 +23,7 @@ import onnx_ir as ir
 
 from eyefold.core.domains import DEFAULT_DOMAINS
 from eyefold.core.limits import WEIGHTLESS_TENSOR_LIMIT_BYTES
-from eyefold.core.onnx_safety import StandIns, defuse_eyelike_dtype
+from eyefold.core.onnx_safety import DefusedEyeLikes, defuse_eyelike_dtype
 
 __all__ = [
     "LargeTensor",
@@ -124,13 +124,13 @@ def weightless_model(
     ir_version: int,
     opset_imports: Iterable[onnx.OperatorSetIdProto],
     functions: Iterable[onnx.FunctionProto],
-) -> tuple[onnx.ModelProto, StandIns]:
+) -> tuple[onnx.ModelProto, DefusedEyeLikes]:
     """Makes ``proto``, whose graph holds a slice, a model onnx's inference can be handed.
 
     The slice is built in ``proto.graph`` by the caller (never copied into a model).
 
     Returns:
-        The model, and the stand-ins that replaced EyeLike ``dtype`` attributes (onnx's
+        The model, and the defused EyeLikes (their ``dtype`` moved to a Cast) (onnx's
         messages about them must be said in the user's terms).
     """
     proto.ir_version = max(ir_version, 4)

@@ -177,7 +177,7 @@ def _learn(model: ir.Model, operands: RuleOperands | None = None) -> _Learned:
     slices = _collect_slices(model, operands or RuleOperands(), learned.dynamic_inputs)
     for piece in slices:
         sliced = slice_model(model, piece)
-        proto, names, stand_ins = sliced.proto, sliced.names, sliced.stand_ins
+        proto, names, defused = sliced.proto, sliced.names, sliced.defused
         declared = declared_dim_params(proto)
         root_targets = [t.name for t in piece.targets if t.graph is piece.root and t.name]
         inputs = [v.name for v in model.graph.inputs if v.name]
@@ -185,7 +185,7 @@ def _learn(model: ir.Model, operands: RuleOperands | None = None) -> _Learned:
         try:
             inference = infer_with_values(proto, root_targets, large=sliced.large)
         except Exception as error:  # onnx raises several unrelated types here
-            learned.failure = f"onnx shape inference failed: {stand_ins.restore(str(error))}"
+            learned.failure = f"onnx shape inference failed: {defused.restore(str(error))}"
             logger.warning("%s", learned.failure)
             continue
         types = inferred_types(inference.model, names)

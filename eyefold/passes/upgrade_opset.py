@@ -149,17 +149,17 @@ class UpgradeOpsetPass(ir.passes.InPlacePass):
             InvalidModelError: the model was invalid before the upgrade already.
         """
         target = self.target_opset
-        stand_ins = set().union(*(c.proto.stand_ins for c in conversions))
+        placeholders = set().union(*(c.proto.placeholders for c in conversions))
         problem = checker_problem(
             checkable_ir_model(model, conversions, target=target, ir_version=ir_version),
-            stand_ins,
+            placeholders,
         )
         if problem is None:
             return
         original = checkable_ir_model(
             model, conversions, target=None, ir_version=model.ir_version
         )
-        if checker_problem(original, stand_ins) is not None:
+        if checker_problem(original, placeholders) is not None:
             # An EyeLike output declared against the spec: eyefold says it in full.
             check_eyelike_declarations(model, infer_eyelike_input_dims(model))
             raise InvalidModelError(f"the model is invalid at opset {source}{problem}")

@@ -1,7 +1,7 @@
 """Running a model on a real runtime and fetching its outputs bit for bit.
 
 The tests and ``benchmarks/runtime_reach.py`` check what eyefold writes on the runtimes
-people deploy to, never on stand-ins. Each runner takes a model file and numpy inputs and
+people deploy to, never on imitations. Each runner takes a model file and numpy inputs and
 returns numpy outputs of the model's own element types (bfloat16 as ``ml_dtypes``), or
 raises :class:`RunError` naming the stage that failed (load, compile, run, fetch).
 

@@ -8,10 +8,11 @@ segfaults on an EyeLike with a ``dtype`` whose input type is unknown. So each gr
 * initializers and ``Constant`` tensors over ``WEIGHTLESS_TENSOR_LIMIT_BYTES`` become typed
   graph inputs (shape inference needs only their type; the data is never serialized;
   see :mod:`eyefold.core.weightless`);
-* every EyeLike becomes a stand-in with the same output type and shape: ``Cast(x, to=dtype)``
-  when it has a ``dtype`` (``to=@dtype`` when that is a function attribute), else
-  ``Identity(x)``. EyeLike-9 and EyeLike-22 differ only in allowing bfloat16, so the
-  converters have nothing to do to them, and the stand-ins also go to onnx's checker;
+* every EyeLike becomes a placeholder with the same output type and shape:
+  ``Cast(x, to=dtype)`` when it has a ``dtype`` (``to=@dtype`` when that is a function
+  attribute), else ``Identity(x)``. EyeLike-9 and EyeLike-22 differ only in allowing
+  bfloat16, so the converters have nothing to do to them, and the placeholders also go
+  to onnx's checker;
 * nodes taking an attribute from the function's attributes (``ref_attr_name``) are passed
   through unchanged when their op has no newer version up to the target, because the
   C++ converter silently drops such references (and onnxscript's refuses them); otherwise
@@ -33,7 +34,7 @@ import onnx_ir as ir
 
 from eyefold.core.domains import DEFAULT_DOMAINS, default_opset
 from eyefold.core.metadata_keys import HIDDEN_DOMAIN
-from eyefold.core.onnx_safety import restore_names, stand_in_ops
+from eyefold.core.onnx_safety import replacement_ops, restore_names
 from eyefold.core.onnxscript_internals import version_converter
 from eyefold.core.proto_subgraphs import BodyColumns, body_columns
 from eyefold.core.weightless import ir_large_constant, is_large, typed_value_input
@@ -67,20 +68,20 @@ class GraphConversion:
     """One weightless graph body before and after the converters.
 
     Attributes:
-        before: the ModelProto handed to the converter (stand-ins in place).
+        before: the ModelProto handed to the converter (placeholders in place).
         after: the converter's result.
         opaque: output-name tuples of the nodes the converter must not change (EyeLike
-            stand-ins, nodes with attribute references), mapped to the NodeProto the
+            placeholders, nodes with attribute references), mapped to the NodeProto the
             checked copy of the result must hold instead of the converter's (None: the
             converter's is right).
-        stand_ins: output-name tuples of the EyeLike stand-ins, so messages about them
+        placeholders: output-name tuples of the EyeLike placeholders, so messages about them
             can name EyeLike.
     """
 
     before: onnx.ModelProto
     after: onnx.ModelProto
     opaque: dict[tuple[str, ...], onnx.NodeProto | None]
-    stand_ins: set[tuple[str, ...]] = dataclasses.field(default_factory=set)
+    placeholders: set[tuple[str, ...]] = dataclasses.field(default_factory=set)
 
 
 @dataclasses.dataclass
@@ -113,7 +114,7 @@ def _mark_opaque(
     where: str | None,
     versions: tuple[int, int],
 ) -> None:
-    """Replaces EyeLike by stand-ins and records the nodes the converter must leave alone.
+    """Replaces EyeLike by placeholders and records the nodes the converter must leave alone.
 
     ``where`` names the function when the graph belongs to one (only function bodies can
     hold attribute references), else None.
@@ -131,12 +132,12 @@ def _mark_opaque(
                 opaque[tuple(node.output)] = None
                 continue
             # dtype from a function attribute: Cast(to=@dtype), which the converter damages
-            # (it drops references), so the checked copy gets this stand-in back.
+            # (it drops references), so the checked copy gets this placeholder back.
             to = node.attribute.add(name="to", ref_attr_name=dtype.ref_attr_name)
             to.type = onnx.AttributeProto.INT
-            stand_in = onnx.NodeProto()
-            stand_in.CopyFrom(node)
-            opaque[tuple(node.output)] = stand_in
+            placeholder = onnx.NodeProto()
+            placeholder.CopyFrom(node)
+            opaque[tuple(node.output)] = placeholder
         elif where is not None and node.domain in DEFAULT_DOMAINS:
             if not any(a.ref_attr_name for a in node.attribute):
                 continue
@@ -252,7 +253,7 @@ def convert_graph(
 
     ``before`` is the caller's own model of the weightless body, handed to the converter
     as it is (a body of tens of thousands of nodes is not copied once more); its IR
-    version and opset imports are set here, and its EyeLike nodes become stand-ins in
+    version and opset imports are set here, and its EyeLike nodes become placeholders in
     place. Below opset 7 eyefold writes the opset-7 form itself and the converter starts
     from there (see :mod:`eyefold.upgrade.legacy_fixes`).
 
@@ -266,10 +267,10 @@ def convert_graph(
     opaque: dict[tuple[str, ...], onnx.NodeProto | None] = {}
     known: set[str] = set()
     graph = before.graph
-    # Read before the stand-ins replace EyeLike; they hold no subgraphs, so the body's
+    # Read before the placeholders replace EyeLike; they hold no subgraphs, so the body's
     # graphs are the same before and after.
     bodies = body_columns(graph)
-    stand_ins = {
+    placeholders = {
         tuple(node.output)
         for body in bodies
         for node in body.with_op("EyeLike")
@@ -287,18 +288,18 @@ def convert_graph(
     start = convert_opset_6_to_7(before, where) if source < 7 else before
     try:
         after = _convert(start, source, target, where)
-    except UpgradeError as error:  # its text may name a stand-in: say EyeLike
-        _refuse_if_invalid(before, stand_ins, source)
+    except UpgradeError as error:  # its text may name a placeholder: say EyeLike
+        _refuse_if_invalid(before, placeholders, source)
         nodes_before = (n for g in iter_proto_graphs(graph) for n in g.node)
-        ops = stand_in_ops(nodes_before, stand_ins)
+        ops = replacement_ops(nodes_before, placeholders)
         names = {HIDDEN_DOMAIN: "ai.onnx"}
         raise UpgradeError(restore_names(str(error), ops, names)) from None
     _finish_graph(after.graph, known, (source, where), upsamples)
-    return GraphConversion(before, after, opaque, stand_ins)
+    return GraphConversion(before, after, opaque, placeholders)
 
 
 def _refuse_if_invalid(
-    before: onnx.ModelProto, stand_ins: set[tuple[str, ...]], source: int
+    before: onnx.ModelProto, placeholders: set[tuple[str, ...]], source: int
 ) -> None:
     """Blames the input, not the converter, when onnx's checker refuses it as given.
 
@@ -312,7 +313,7 @@ def _refuse_if_invalid(
     """
     from eyefold.upgrade.validation import checker_problem  # it imports this module
 
-    problem = checker_problem(before, stand_ins)
+    problem = checker_problem(before, placeholders)
     if problem is not None:
         raise InvalidModelError(f"the model is invalid at opset {source}{problem}")
 

@@ -201,7 +201,7 @@ def _check(
             body.hidden = [function.node[i] for i in converted.weightless.hidden]
         bodies.append(body)
     conversions = [main.conversion] + [c.conversion for _, c in functions if c is not None]
-    stand_ins = set().union(*(c.stand_ins for c in conversions))
+    placeholders = set().union(*(c.placeholders for c in conversions))
     proto = checkable_model(
         main.conversion,
         bodies,
@@ -209,7 +209,7 @@ def _check(
         target=target,
         ir_version=ir_version,
     )
-    return checker_problem(proto, stand_ins)
+    return checker_problem(proto, placeholders)
 
 
 def _merge(

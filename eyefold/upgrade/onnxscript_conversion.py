@@ -59,7 +59,7 @@ def convert_with_onnxscript(
 
     Its public ``ConvertVersionPass`` first inlines every model-local function, so the
     converter itself is called, on the weightless proto (never on the user's model), after
-    onnx's shape inference (safe there: EyeLike nodes are stand-ins), since its adapters
+    onnx's shape inference (safe there: EyeLike nodes are placeholders), since its adapters
     read shapes (GroupNormalization's channel count). Nodes with attribute references, which
     it refuses, are hidden in a private domain (they were checked to need no conversion) and
     put back afterwards.

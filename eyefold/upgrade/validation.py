@@ -16,7 +16,7 @@ import onnx
 import onnx.defs
 
 from eyefold.core.domains import DEFAULT_DOMAINS, default_opset
-from eyefold.core.onnx_safety import restore_names, stand_in_ops
+from eyefold.core.onnx_safety import replacement_ops, restore_names
 from eyefold.errors import one_line
 from eyefold.upgrade.conversion import GraphConversion, iter_proto_graphs
 
@@ -41,7 +41,7 @@ def set_default_opset(opset_imports: MutableMapping[str, int], version: int) -> 
 def restore_references(graph: onnx.GraphProto, conversion: GraphConversion) -> None:
     """Puts the nodes with attribute references (the converter drops them) back in a proto.
 
-    EyeLike stand-ins stay: they check as the same types and shapes, never crash onnx's
+    EyeLike placeholders stay: they check as the same types and shapes, never crash onnx's
     inference, and eyefold's own analysis validates the EyeLike nodes afterwards.
     """
     references = {k: v for k, v in conversion.opaque.items() if v is not None}
@@ -54,17 +54,17 @@ def restore_references(graph: onnx.GraphProto, conversion: GraphConversion) -> N
                 node.CopyFrom(original)
 
 
-def checker_problem(proto: onnx.ModelProto, stand_ins: set[tuple[str, ...]]) -> str | None:
+def checker_problem(proto: onnx.ModelProto, placeholders: set[tuple[str, ...]]) -> str | None:
     """None if onnx's full checker accepts ``proto``, else " at op X: <first line>".
 
-    ``stand_ins`` (output names) mark the EyeLike stand-ins: the message names EyeLike.
+    ``placeholders`` (output names) mark the EyeLike placeholders: the message names EyeLike.
     """
     try:
         onnx.checker.check_model(proto, full_check=True)
     except Exception as error:  # ValidationError, InferenceError and others
         nodes = [n for g in iter_proto_graphs(proto.graph) for n in g.node]
         nodes += [n for f in proto.functions for n in f.node]
-        ops = stand_in_ops(nodes, stand_ins)
+        ops = replacement_ops(nodes, placeholders)
         text = restore_names(str(error), ops, {}).strip()
         found = _OP_IN_MESSAGE.search(text)
         op = f" at op {found.group(1)}" if found else ""
@@ -75,7 +75,7 @@ def checker_problem(proto: onnx.ModelProto, stand_ins: set[tuple[str, ...]]) -> 
 def unregistered_op(model: onnx.ModelProto) -> str | None:
     """The checker's complaint about a main-graph op its opset lacks, or None.
 
-    A cheap stand-in for onnx's checker where eyefold does not run it (``--no-upgrade``):
+    A cheap substitute for onnx's checker where eyefold does not run it (``--no-upgrade``):
     the first thing the checker refuses in an exporter's output is an op written at an
     opset that does not have it yet (jax2onnx's BitwiseXor at opset 17). Reading the op
     types costs a tenth of the checker's walk of a large model.

@@ -165,7 +165,7 @@ def patch_node(
 ) -> int:
     """Makes the original (handed to the converter as ``old``) match ``new`` via ``editor``.
 
-    An opaque node (an EyeLike stand-in, a node with attribute references) gets its new
+    An opaque node (an EyeLike placeholder, a node with attribute references) gets its new
     inputs only: its attributes stay as they were. ``previous``: ``old``'s attributes by
     name, when the caller has read them already. Returns the nodes changed: 1 for the node
     itself, plus those changed inside its subgraphs.

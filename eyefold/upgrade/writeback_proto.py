@@ -187,7 +187,7 @@ def _patch(
     """The patch making ``original`` (converted from ``old``) match ``new``, and its count.
 
     ``old`` is the copy of ``original`` handed to the converter: but for the EyeLike
-    stand-ins in its subgraphs, the same messages. So the patched attribute list is built
+    placeholders in its subgraphs, the same messages. So the patched attribute list is built
     from its attributes (the patch copies them), unless it may hold subgraphs.
     """
     if is_opaque:  # new inputs at most: the attributes stay as they were

@@ -557,7 +557,7 @@ def test_eyelike_with_dtype_on_an_untyped_input_does_not_crash_onnx(
     tmp_path: Path, upgrade_models: ModuleType
 ) -> None:
     # onnx's shape inference (which its converter and checker run) segfaults on such an
-    # EyeLike; the upgrade hands onnx stand-ins only. A subprocess shows a crash as -11.
+    # EyeLike; the upgrade hands onnx placeholders only. A subprocess shows a crash as -11.
     nodes = [
         helper.make_node("Opaque", ["x"], ["u"], domain="pkg.custom"),
         helper.make_node("EyeLike", ["u"], ["y"], dtype=TensorProto.FLOAT),

@@ -1,8 +1,8 @@
 """Errors and warnings name what the user's model holds, and say what to do.
 
-eyefold hands onnx copies of the model in which EyeLike stands in as Cast or Identity (to
+eyefold hands onnx copies of the model in which Cast or Identity replaces EyeLike (to
 dodge onnx's EyeLike crash), values are renamed and large tensors left out. No message may
-name such a stand-in, a renamed value or a made-up name. The leading case is a real export:
+name such a replacement, a renamed value or a made-up name. The leading case is a real export:
 tf2onnx's ``tf.eye(n, batch_shape=[2])``, whose EyeLike is rank 2 while the graph output
 is declared with the batch dim.
 """
@@ -24,7 +24,7 @@ from onnx import TensorProto, helper
 
 import eyefold
 from eyefold.cli import main
-from eyefold.core.onnx_safety import defuse_eyelike_dtype, restore_names, stand_in_ops
+from eyefold.core.onnx_safety import defuse_eyelike_dtype, replacement_ops, restore_names
 from eyefold.errors import EyefoldError, InvalidModelError
 from eyefold.passes.upgrade_opset import UpgradeOpsetPass
 from eyefold.testing import check_model_safely
@@ -201,7 +201,7 @@ def test_dims_that_contradict_are_refused_before_folding(tmp_path: pathlib.Path,
 
 
 def test_checker_messages_about_a_defused_copy_name_the_eyelike():
-    """check_model_safely runs on Cast(EyeLike(x)) stand-ins and says EyeLike."""
+    """check_model_safely runs on defused Cast(EyeLike(x)) and says EyeLike."""
     model = _tf2onnx_batch_eye(13)
     with pytest.raises(onnx.checker.ValidationError) as caught:
         check_model_safely(model)
@@ -214,25 +214,25 @@ def test_checker_messages_about_a_defused_copy_name_the_eyelike():
     assert_truthful(str(caught.value), model)
 
 
-def test_stand_ins_sharing_a_real_node_name_are_left_as_onnx_said():
-    """A real Cast with the stand-in's name: the message may be about it, so no rewrite."""
+def test_replacements_sharing_a_real_node_name_are_left_as_onnx_said():
+    """A real Cast with the replacement's name: the message may be about it, so no rewrite."""
     nodes = [
         helper.make_node("Cast", ["a"], ["b"], name="same", to=1),
-        helper.make_node("Cast", ["b"], ["c"], name="same", to=1),  # the stand-in
-        helper.make_node("Identity", ["c"], ["d"], name="eye"),  # another stand-in
+        helper.make_node("Cast", ["b"], ["c"], name="same", to=1),  # the replacement
+        helper.make_node("Identity", ["c"], ["d"], name="eye"),  # another replacement
     ]
-    ops = stand_in_ops(nodes, {("c",), ("d",)})
+    ops = replacement_ops(nodes, {("c",), ("d",)})
     assert ops == {("Identity", "eye"): "EyeLike"}
     text = "(op_type:Identity, node name: eye): x (op_type:Cast, node name: same): y"
     assert restore_names(text, ops, {}) == (
         "(op_type:EyeLike, node name: eye): x (op_type:Cast, node name: same): y"
     )
-    unnamed = stand_in_ops([helper.make_node("Cast", ["a"], ["b"], to=1)], {("b",)})
+    unnamed = replacement_ops([helper.make_node("Cast", ["a"], ["b"], to=1)], {("b",)})
     assert restore_names("(op_type:Cast): z", unnamed, {}) == "(op_type:EyeLike): z"
 
 
 def test_defused_names_map_back_longest_first():
-    """Ten EyeLike stand-ins: ``..._10`` is not read as ``..._1`` followed by ``0``."""
+    """Ten defused EyeLikes: ``..._10`` is not read as ``..._1`` followed by ``0``."""
     nodes = [
         helper.make_node("EyeLike", ["x"], [f"e{i}"], name=f"eye{i}", dtype=1)
         for i in range(10)
@@ -248,10 +248,10 @@ def test_defused_names_map_back_longest_first():
             outputs,
         )
     )
-    stand_ins = defuse_eyelike_dtype(model)
-    assert len(stand_ins) == 10
+    defused = defuse_eyelike_dtype(model)
+    assert len(defused) == 10
     inner = [n.output[0] for n in model.graph.node if n.op_type == "EyeLike"]
-    assert stand_ins.restore(" ".join(inner)) == " ".join(f"e{i}" for i in range(10))
+    assert defused.restore(" ".join(inner)) == " ".join(f"e{i}" for i in range(10))
 
 
 def _run_cli(argv: list[str], capsys) -> str:

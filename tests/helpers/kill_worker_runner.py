@@ -1,4 +1,4 @@
-"""``eyefold`` whose batch workers SIGKILL themselves on one model: a stand-in for a segfault.
+"""``eyefold`` whose batch workers SIGKILL themselves on one model: in place of a segfault.
 
 Run as ``python tests/helpers/kill_worker_runner.py optimize ... -j 2`` with
 ``EYEFOLD_TEST_KILL_ON`` set to model file names (comma-separated). Spawned workers import

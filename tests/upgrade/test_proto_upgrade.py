@@ -112,7 +112,7 @@ def test_loop_body_is_upgraded(upgrade_models) -> None:
 def test_unchanged_branch_keeps_its_eyelike_beside_a_converted_one() -> None:
     # The converter changes then_branch (Unsqueeze's axes become an input at 13) and
     # leaves else_branch as it was: the If is patched, and the branch the converter did
-    # not change must be the model's own, not the copy holding the EyeLike's stand-in.
+    # not change must be the model's own, not the copy holding the EyeLike's placeholder.
     model = onnx.parser.parse_model(
         """<ir_version: 4, opset_import: ["" : 9]>
         g (bool c, float[3] v, float[3, 3] x) => (float[1, 3] y) {
