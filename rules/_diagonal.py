@@ -389,7 +389,7 @@ def diagonal_spec(
 
     Its firing model is dynamo's ``torch.diagonal(x, 1, 1, 2)`` on a rank-3 ``x`` of
     ``element_type`` (ONNX text's name), node for node as onnxscript's torch_lib
-    ``aten_diagonal`` traces it.
+    aten_diagonal traces it.
     """
     firing_model = f"""<ir_version: 10, opset_import: ["" : 22]>
 agraph ({element_type}[b, r, c] x) => (y) {{
