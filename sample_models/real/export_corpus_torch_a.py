@@ -47,6 +47,10 @@ TRACT_CUMSUM = {
 TRACT_OR = {
     "tract": "Or of a Cast output (safe_inverse_with_mask): No super type for F64 and Bool"
 }
+TRACT_RESHAPE = {
+    "tract": "the attention-pooling head's Reshape: Incompatible reshape for shape [1, 1, 16] "
+    "and Reshape(1, [B,16], [2*B,8])"
+}
 # Static folds reported as resting on an input's declared shape, which relaxing those dims
 # shows they do not ("bakes in the declared shape of input x"): the size is a literal or a
 # weight's dim.
@@ -463,6 +467,54 @@ KORNIA_TRANSFER = Source(
 )
 
 
+KORNIA_SIGLIP2 = Source(
+    "kornia",
+    "0.9.0",
+    "kornia/kornia",
+    "kornia/models/siglip2/model.py",
+    260,
+    "SigLip2Model.forward(return_loss=True)",
+    "torch.eye(logits_per_text.shape[0]) of logits_per_text = text_embeds @ image_embeds.t() "
+    "(line 249)",
+)
+
+
+class _SigLip2Loss(torch.nn.Module):
+    """A SigLip2Model small enough to commit, returning its pairwise sigmoid loss."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from kornia.models.siglip2.config import (
+            SigLip2Config,
+            SigLip2TextConfig,
+            SigLip2VisionConfig,
+        )
+        from kornia.models.siglip2.model import SigLip2Model
+
+        vision = SigLip2VisionConfig(
+            image_size=16,
+            patch_size=8,
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+        )
+        text = SigLip2TextConfig(
+            vocab_size=50,
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=8,
+        )
+        config = SigLip2Config(vision_config=vision, text_config=text, projection_dim=16)
+        self.inner = SigLip2Model(config)
+
+    def forward(self, pixel_values, input_ids):
+        result = self.inner(pixel_values=pixel_values, input_ids=input_ids, return_loss=True)
+        return result.loss, result.logits_per_text
+
+
 def _mean_iou_4(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     from kornia.metrics import mean_iou
 
@@ -475,7 +527,9 @@ def kornia_cases() -> list[Case]:
     torch.manual_seed(SEED)
     pred = torch.randint(0, 4, (2, 5, 6))
     target = torch.randint(0, 4, (2, 5, 6))
-    iou_why = "4x4: num_classes=4, a Python int the caller passes (confusion_matrix.py line 122)"
+    iou_why = (
+        "4x4: num_classes=4, a Python int the caller passes (confusion_matrix.py line 122)"
+    )
     iou_dynamic = {"pred": {0: "B", 1: "H", 2: "W"}, "target": {0: "B", 1: "H", 2: "W"}}
     cases = [
         Case(
@@ -503,6 +557,30 @@ def kornia_cases() -> list[Case]:
             original_fails=TRACT_FILL,
         ),
     ]
+    torch.manual_seed(SEED)
+    siglip = _SigLip2Loss().eval()
+    images = torch.randn(2, 3, 16, 16)
+    tokens = torch.randint(0, 50, (2, 5))
+    cases.append(
+        Case(
+            "kornia_siglip2_loss_ts17",
+            KORNIA_SIGLIP2,
+            siglip,
+            {"pixel_values": images, "input_ids": tokens},
+            ["loss", "logits_per_text"],
+            {"pixel_values": {0: "B"}, "input_ids": {0: "B", 1: "L"}},
+            "torchscript",
+            17,
+            {
+                "/inner/EyeLike": {
+                    "class": "pinnable",
+                    "why": "logits_per_text.shape[0] (line 260): the texts, input_ids' dim 0",
+                    "pins": ["input_ids:2,5"],
+                }
+            },
+            original_fails=TRACT_RESHAPE,
+        )
+    )
     points1 = torch.rand(2, 7, 2)
     points2 = torch.rand(2, 7, 2)
     homographies = torch.eye(3).repeat(2, 1, 1) + 0.1 * torch.randn(2, 3, 3)
