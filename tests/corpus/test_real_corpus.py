@@ -18,7 +18,8 @@ Manifest keys read here, besides the citation:
   optional: the inputs whose declared static dims its shape reads), "known_gap"?}}``;
 - ``original_fails``: ``{runtime: one line}``, where the original itself does not run (then
   nothing is asserted of the outputs there; that it fails is);
-- ``identities``: how many dynamo ``Range/Equal`` identities the source makes;
+- ``identities``: how many dynamo ``Range/Equal`` identities the source makes (the report
+  must count as many);
 - ``known_gap``: where eyefold falls short, one line per check expected to fail. On a node:
   ``{"fold" | "advice" | "from_inputs": line}`` (a plain string is the fold's). On the entry:
   ``{"<variant>/<runtime>": line}``, e.g. ``{"pinned/tract": "..."}``. All are strict
@@ -253,6 +254,13 @@ def test_identities_count_the_range_equal_pairs(name: str) -> None:
         node.op_type == "Equal" and all(from_range(v) for v in node.input)
         for node in _all_nodes(graph)
     )
+    assert found == CORPUS[name].get("identities", 0)
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_report_counts_the_identities_the_source_makes(optimized, name: str) -> None:
+    """The report counts dynamo's Range/Equal identities apart from the EyeLike nodes."""
+    found = optimized(name, "default").report.extra.get("identities", {}).get("found", 0)
     assert found == CORPUS[name].get("identities", 0)
 
 
