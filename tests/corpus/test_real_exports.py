@@ -252,19 +252,23 @@ _OPTIONS = [
 @pytest.mark.slow
 @pytest.mark.parametrize("options", _OPTIONS, ids=lambda o: "_".join(o) or "default")
 def test_every_exit_1_message_is_one_whole_line(tmp_path, capsys, options) -> None:
-    failures = 0
+    failed = []
     for path in sorted(REAL.glob("*.onnx")):
         output = tmp_path / path.name
         code = main(["optimize", str(path), str(output), "-q", *options])
         error = capsys.readouterr().err
         if code == 0:
             continue
-        failures += 1
+        failed.append(path.stem)
         assert code == 1 and not output.exists(), path.name
         assert error.count("\n") == 1 and error.startswith("eyefold: error: "), error
         assert not error.rstrip().endswith(":"), error
-    # The two invalid fp16 conversions always; hippynn's random indices with --check.
-    assert failures == 2 + ("--check" in options)
+    # The two invalid fp16 conversions always. With --check, the models random inputs
+    # cannot run: hippynn's pair indices, and kornia's symmetric_transfer_error_ts11, whose
+    # H of [B, M, M] gets a random M that its closed-form 3x3 inverse gathers past.
+    invalid = {"kornia_dilation_op13_occf16", "mossformer_op13_occf16"}
+    unrunnable = {"hippynn_quad_dynamo", "kornia_symmetric_transfer_error_ts11"}
+    assert sorted(failed) == sorted(invalid | (unrunnable if "--check" in options else set()))
 
 
 def test_controls_still_work() -> None:
