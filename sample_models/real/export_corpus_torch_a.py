@@ -51,21 +51,6 @@ TRACT_RESHAPE = {
     "tract": "the attention-pooling head's Reshape: Incompatible reshape for shape [1, 1, 16] "
     "and Reshape(1, [B,16], [2*B,8])"
 }
-# Static folds reported as resting on an input's declared shape, which relaxing those dims
-# shows they do not ("bakes in the declared shape of input x"): the size is a literal or a
-# weight's dim.
-QUAT_BAKES_IN_GAP = (
-    "the report says the fold bakes in R's declared shape: the 4x4 is unflatten's literal, "
-    "and R of [B, P, Q] folds too"
-)
-DMON_BAKES_IN_GAP = (
-    "the report says the fold bakes in x's declared shape: C is the Linear weight's 3, "
-    "and x of [B, N, F] folds too"
-)
-TRANSFER_BAKES_IN_GAP = (
-    "the report says the fold bakes in H's declared shape: the 3 is torch.eye(3)'s, "
-    "and H of [B, M, M] folds too"
-)
 # Pinning only the inputs an EyeLike needs splits a symbol they share with another input:
 # it keeps B where the pinned ones say 2, and tract cannot unify the two (a one-node
 # Einsum of a, b [B, 3] with a pinned reproduces it).
@@ -211,7 +196,6 @@ def roma_cases() -> list[Case]:
         "why": "4x4: the literal (4, 4) of unflatten at line 932; the diagonal's mask is "
         "the size of the last two dims, 4 and 4, whatever R's dims",
         "from_inputs": [],
-        "known_gap": {"from_inputs": QUAT_BAKES_IN_GAP},
     }
     cases = [
         Case(
@@ -434,7 +418,6 @@ def torch_geometric_cases() -> list[Case]:
                     "class": "static",
                     "why": dmon_why,
                     "from_inputs": [],
-                    "known_gap": {"from_inputs": DMON_BAKES_IN_GAP},
                 }
             },
         )
@@ -557,30 +540,6 @@ def kornia_cases() -> list[Case]:
             original_fails=TRACT_FILL,
         ),
     ]
-    torch.manual_seed(SEED)
-    siglip = _SigLip2Loss().eval()
-    images = torch.randn(2, 3, 16, 16)
-    tokens = torch.randint(0, 50, (2, 5))
-    cases.append(
-        Case(
-            "kornia_siglip2_loss_ts17",
-            KORNIA_SIGLIP2,
-            siglip,
-            {"pixel_values": images, "input_ids": tokens},
-            ["loss", "logits_per_text"],
-            {"pixel_values": {0: "B"}, "input_ids": {0: "B", 1: "L"}},
-            "torchscript",
-            17,
-            {
-                "/inner/EyeLike": {
-                    "class": "pinnable",
-                    "why": "logits_per_text.shape[0] (line 260): the texts, input_ids' dim 0",
-                    "pins": ["input_ids:2,5"],
-                }
-            },
-            original_fails=TRACT_RESHAPE,
-        )
-    )
     points1 = torch.rand(2, 7, 2)
     points2 = torch.rand(2, 7, 2)
     homographies = torch.eye(3).repeat(2, 1, 1) + 0.1 * torch.randn(2, 3, 3)
@@ -629,12 +588,33 @@ def kornia_cases() -> list[Case]:
                     "why": f"{first_why}, declared 3",
                     "from_inputs": ["H"],
                 },
-                "/EyeLike_1": {
-                    **second,
-                    "known_gap": {"from_inputs": TRANSFER_BAKES_IN_GAP},
-                },
+                "/EyeLike_1": second,
             },
             original_fails=TRACT_OR,
+        )
+    )
+    torch.manual_seed(SEED)
+    siglip = _SigLip2Loss().eval()
+    images = torch.randn(2, 3, 16, 16)
+    tokens = torch.randint(0, 50, (2, 5))
+    cases.append(
+        Case(
+            "kornia_siglip2_loss_ts17",
+            KORNIA_SIGLIP2,
+            siglip,
+            {"pixel_values": images, "input_ids": tokens},
+            ["loss", "logits_per_text"],
+            {"pixel_values": {0: "B"}, "input_ids": {0: "B", 1: "L"}},
+            "torchscript",
+            17,
+            {
+                "/inner/EyeLike": {
+                    "class": "pinnable",
+                    "why": "logits_per_text.shape[0] (line 260): the texts, input_ids' dim 0",
+                    "pins": ["input_ids:2,5"],
+                }
+            },
+            original_fails=TRACT_RESHAPE,
         )
     )
     return cases
