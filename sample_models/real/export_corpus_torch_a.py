@@ -51,17 +51,6 @@ TRACT_RESHAPE = {
     "tract": "the attention-pooling head's Reshape: Incompatible reshape for shape [1, 1, 16] "
     "and Reshape(1, [B,16], [2*B,8])"
 }
-# Pinning only the inputs an EyeLike needs splits a symbol they share with another input:
-# it keeps B where the pinned ones say 2, and tract cannot unify the two (a one-node
-# Einsum of a, b [B, 3] with a pinned reproduces it).
-MINCUT_PIN_GAP = (
-    "pinning adj and s leaves x's B and N (their B and N) symbolic: tract, /MatMul: "
-    "expected broadcast((B), (2)),3,5,F32 got 2,3,5,F32"
-)
-RIGID_PIN_GAP = (
-    "pinning t leaves v's B (t's B) symbolic: tract, /Einsum: "
-    "Impossible to unify Val(2) with Sym(B)"
-)
 
 
 @dataclasses.dataclass
@@ -279,7 +268,6 @@ def roma_cases() -> list[Case]:
             "torchscript",
             13,
             {"/EyeLike": rigid},
-            known_gap={"pinned/tract": RIGID_PIN_GAP},
         )
     )
     cases.append(
@@ -379,7 +367,6 @@ def torch_geometric_cases() -> list[Case]:
             "torchscript",
             opset,
             mincut_eyelike,
-            known_gap={"pinned/tract": MINCUT_PIN_GAP},
         )
         for opset in (13, 17)
     ]
