@@ -59,6 +59,13 @@ DISTRAX = {
     "function": "LowerUpperTriangularAffine.__init__ (then .forward)",
     "call": "jnp.eye(dim) + jnp.tril(matrix, -1) with dim = matrix.shape[-1] (line 72)",
 }
+OPTAX_HESSIAN = {
+    **OPTAX,
+    "path": "optax/second_order/_deprecated.py",
+    "line": 91,
+    "function": "hessian_diag (deprecated in 0.2.7, still in 0.2.8)",
+    "call": "jnp.eye(_ravel(params).size): the number of parameters, computed by the exporter",
+}
 TFP = {
     "library": "tfp-nightly (tensorflow_probability.substrates.jax)",
     "version": "0.26.0.dev20261027",
@@ -69,6 +76,23 @@ TFP = {
     "function": "mask_matrix",
     "call": "tf.eye(n, dtype=x.dtype) with n = ps.dimension_size(x, -1) (line 313);"
     " the jax substrate's tf.eye is jax.numpy.eye",
+}
+
+TFP_INV_CHOLESKY = {
+    **TFP,
+    "path": "tensorflow_probability/substrates/jax/bijectors/cholesky_to_inv_cholesky.py",
+    "line": 75,
+    "function": "CholeskyToInvCholesky._forward",
+    "call": "tf.eye(x_shape[-1], batch_shape=x_shape[:-2]) with x_shape = ps.shape(x)"
+    " (line 74), then triangular_solve and cholesky",
+}
+TFP_NEWTON_QR = {
+    **TFP,
+    "path": "tensorflow_probability/substrates/jax/math/ode/bdf_util.py",
+    "line": 209,
+    "function": "newton_qr",
+    "call": "tf.eye(ps.shape(jacobian_mat)[0]) - step_size * newton_coefficient *"
+    " jacobian_mat, then tf.linalg.qr",
 }
 
 
@@ -82,6 +106,31 @@ def _lu_affine(matrix: jax.Array, bias: jax.Array, x: jax.Array) -> jax.Array:
     import distrax
 
     return distrax.LowerUpperTriangularAffine(matrix, bias).forward(x)
+
+
+def _hessian_diag(
+    w: jax.Array, b: jax.Array, inputs: jax.Array, targets: jax.Array
+) -> jax.Array:
+    import optax
+
+    def loss(params: dict[str, jax.Array], x: jax.Array, t: jax.Array) -> jax.Array:
+        return jnp.mean((jnp.tanh(x @ params["w"]) + params["b"] - t) ** 2)
+
+    return optax.second_order.hessian_diag(loss, {"w": w, "b": b}, inputs, targets)
+
+
+def _inv_cholesky(x: jax.Array) -> jax.Array:
+    from tensorflow_probability.substrates.jax import bijectors
+
+    return bijectors.CholeskyToInvCholesky().forward(x)
+
+
+def _newton_qr(
+    jacobian: jax.Array, coefficient: jax.Array, step: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    from tensorflow_probability.substrates.jax.math.ode import bdf_util
+
+    return bdf_util.newton_qr(jacobian, coefficient, step)
 
 
 def _mask_matrix(x: jax.Array, is_missing: jax.Array) -> jax.Array:
@@ -102,6 +151,30 @@ def _lu_feeds(rng: np.random.Generator) -> dict[str, np.ndarray]:
         "matrix": rng.standard_normal((4, 4)).astype(np.float32),
         "bias": rng.standard_normal(4).astype(np.float32),
         "x": rng.standard_normal((3, 4)).astype(np.float32),
+    }
+
+
+def _hessian_feeds(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    return {
+        "w": rng.standard_normal((3, 2)).astype(np.float32),
+        "b": rng.standard_normal(2).astype(np.float32),
+        "inputs": rng.standard_normal((5, 3)).astype(np.float32),
+        "targets": rng.standard_normal((5, 2)).astype(np.float32),
+    }
+
+
+def _cholesky_feeds(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """A Cholesky factor: lower triangular with a positive diagonal."""
+    x = np.tril(rng.standard_normal((4, 4))) * 0.3
+    np.fill_diagonal(x, 1.0 + rng.random(4))
+    return {"x": x.astype(np.float32)}
+
+
+def _newton_feeds(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    return {
+        "jacobian": rng.standard_normal((4, 4)).astype(np.float32),
+        "coefficient": np.float32(0.5),
+        "step": np.float32(0.1),
     }
 
 
@@ -197,7 +270,47 @@ def _models() -> dict[str, Model]:
             ],
         ),
     }
+    models["tfp_cholesky_to_inv_cholesky_jax23"] = Model(
+        _inv_cholesky,
+        [static((4, 4), f32)],
+        _cholesky_feeds,
+        ["inv_cholesky"],
+        TFP_INV_CHOLESKY,
+        [
+            {
+                "class": "static",
+                "why": "x_shape[-1] (line 75) of x's static [4, 4]; batch_shape x_shape[:-2]"
+                " is empty",
+            }
+        ],
+    )
+    models["tfp_newton_qr_jax17"] = Model(
+        _newton_qr,
+        [static((4, 4), f32), static((), f32), static((), f32)],
+        _newton_feeds,
+        ["q", "r"],
+        TFP_NEWTON_QR,
+        [
+            {
+                "class": "static",
+                "why": "ps.shape(jacobian_mat)[0] (line 209) of the static [4, 4] jacobian",
+            }
+        ],
+    )
     for opset in (17, 23):
+        models[f"optax_hessian_diag_jax{opset}"] = Model(
+            _hessian_diag,
+            [static((3, 2), f32), static((2,), f32), static((5, 3), f32), static((5, 2), f32)],
+            _hessian_feeds,
+            ["hessian_diag"],
+            OPTAX_HESSIAN,
+            [
+                {
+                    "class": "static",
+                    "why": "_ravel(params).size (line 91): w [3, 2] and b [2], 8 parameters",
+                }
+            ],
+        )
         models[f"distrax_lu_affine_jax{opset}"] = Model(
             _lu_affine,
             [static((4, 4), f32), static((4,), f32), ("B", 4)],
