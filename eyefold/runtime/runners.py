@@ -148,7 +148,8 @@ def _run_openvino(path: str, feeds: Feeds) -> list[np.ndarray]:
                 tensor = ov.Tensor(ov.Type.bf16, list(array.shape))
                 tensor.data.view(np.uint16)[...] = _bits(array)
             else:
-                tensor = ov.Tensor(np.ascontiguousarray(array))
+                # Not np.ascontiguousarray: it makes a 0-d input [1], which OpenVINO refuses.
+                tensor = ov.Tensor(np.require(array, requirements="C"))
             request.set_input_tensor(index, tensor)
         request.infer()
         outputs = []

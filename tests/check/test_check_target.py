@@ -73,6 +73,23 @@ def test_output_runs_on_the_target_runtime(tmp_path: Path, runtime: str) -> None
     assert check["tolerances"] == {"FLOAT": {"rtol": 1e-4, "atol": 1e-5}}
 
 
+@pytest.mark.parametrize("runtime", ["openvino", "tract"])
+def test_a_scalar_input_reaches_the_target_runtime_as_a_scalar(
+    tmp_path: Path, runtime: str
+) -> None:
+    """tfp's ``newton_qr`` (jax2onnx) takes two 0-d inputs: fed as shape ``[1]``, OpenVINO
+    refused the original and the output alike, and the check said it could not run them."""
+    _needs(runtime)
+    source = SAMPLES / "real" / "tfp_newton_qr_jax17.onnx"
+    inputs = SAMPLES / "real" / "tfp_newton_qr_jax17.inputs.npz"
+    assert [np.load(inputs)[name].shape for name in ("coefficient", "step")] == [(), ()]
+    line, check = _check_run(
+        tmp_path, source, "--target-runtime", runtime, "--check-inputs", str(inputs)
+    )
+    assert (check["original_backend"], check["output_backend"]) == ("onnxruntime", runtime)
+    assert f"the result on {runtime} " in line and "cannot run" not in line
+
+
 @pytest.mark.slow
 def test_a_target_that_is_not_installed_is_named(tmp_path: Path) -> None:
     if missing_reason("tvm") is None:
