@@ -283,8 +283,9 @@ def test_every_exit_1_message_is_one_whole_line(tmp_path, capsys, options) -> No
         assert code == 1 and not output.exists(), path.name
         assert error.count("\n") == 1 and error.startswith("eyefold: error: "), error
         assert not error.rstrip().endswith(":"), error
-    # The invalid exports always. With --check, the models random inputs cannot run: hippynn's pair indices, and kornia's symmetric_transfer_error_ts11, whose
-    # H of [B, M, M] gets a random M that its closed-form 3x3 inverse gathers past.
+    # The invalid exports always. With --check, the models random inputs cannot run:
+    # hippynn's pair indices, and kornia's symmetric_transfer_error_ts11, whose H of
+    # [B, M, M] gets a random M that its closed-form 3x3 inverse gathers past.
     invalid = set(INVALID)
     unrunnable = {"hippynn_quad_dynamo", "kornia_symmetric_transfer_error_ts11"}
     assert sorted(failed) == sorted(invalid | (unrunnable if "--check" in options else set()))
