@@ -24,7 +24,21 @@ pytest.importorskip("tract")
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_models"
 REAL = SAMPLES / "real"
-DYNAMO_REAL = sorted(REAL.glob("*dynamo*.onnx"))
+# tract's own limits past the fill: the model fails there whatever its ConstantOfShape says.
+TRACT_LIMITS = {
+    "asteroid_condition_scm_dynamo20": "tract cannot unify Sym(M) with Max(Sym(M), 0) at the"
+    " diagonal's Slice (node_diagonal_1), with the fill spelled out or not",
+}
+DYNAMO_REAL = [
+    pytest.param(
+        path,
+        id=path.stem,
+        marks=[pytest.mark.xfail(strict=True, reason=TRACT_LIMITS[path.stem])]
+        if path.stem in TRACT_LIMITS
+        else [],
+    )
+    for path in sorted(REAL.glob("*dynamo*.onnx"))
+]
 
 
 def _reduced(declared: bool, dtype: int = TensorProto.FLOAT) -> onnx.ModelProto:
@@ -118,7 +132,8 @@ def test_a_bool_mask_gets_both_its_form_and_the_fill_for_tract(tmp_path):
     ids=["default", "tract", "lower"],
 )
 @pytest.mark.parametrize(
-    "path", [SAMPLES / "dynamo_diagonal.onnx", *DYNAMO_REAL], ids=lambda p: p.stem
+    "path",
+    [pytest.param(SAMPLES / "dynamo_diagonal.onnx", id="dynamo_diagonal"), *DYNAMO_REAL],
 )
 def test_dynamo_exports_run_on_tract_with_the_originals_outputs(tmp_path, options, path):
     output = tmp_path / "out.onnx"
