@@ -26,8 +26,8 @@ Modules:
   (dangling references, cycles, text that is not UTF-8).
 * :mod:`~eyefold.model_files.sparse_initializers`: sparse initializers, which onnx-ir does
   not read, made dense before it reads a model.
-* :mod:`~eyefold.model_files.stream_write`: a model file written with its large
-  initializers streamed from their arrays.
+* :mod:`~eyefold.model_files.deferred_tensors`: a model file written with its large
+  initializers streamed from their arrays, on either path.
 * :mod:`~eyefold.model_files.sparse_write`: tensor bytes written with runs of zeros left
   as holes.
 """

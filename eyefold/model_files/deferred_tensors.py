@@ -1,23 +1,33 @@
-"""A ModelProto whose large new initializers get their bytes only when it is written.
+"""Large tensors written into a model file straight from their arrays, once.
 
-A folded tensor serialized into a ModelProto is copied twice (``tobytes``, then protobuf's
-copy into the message), and writing the proto copies it a third time
-(``SerializeToString``). On the file path the splice therefore leaves the data of each
-large new initializer out of the proto: its TensorProto holds everything else, its
-``raw_data`` a random 16-byte marker. Saving then writes the file in pieces: protobuf's
-serialization of the proto as it is, with each marker's field replaced by the tensor's
-bytes, written straight from its array, and the two length prefixes that enclose it (the
-initializer entry's, the graph field's) rewritten. The file holds exactly the bytes
-``SerializeToString`` gives for the filled-in proto. Whoever needs the proto itself (the
-library's result, ``--check``, a save with a data file) fills it in first
-(:meth:`DeferredTensors.fill`): each tensor serialized once, straight into its place.
+A tensor serialized into a ModelProto is copied twice (``tobytes``, then protobuf's copy
+into the message), and writing the proto copies it a third time (``SerializeToString``).
+For a folded 64 MiB identity that is most of a run's peak memory and CPU time
+(``benchmarks/stream_writes.py``: 155 MB against 348 MB, 0.1 s against 0.5 s, on either
+path). So the data of each large in-memory initializer is left out of the proto: its
+TensorProto holds everything else, its ``raw_data`` a random 16-byte marker. Saving then
+writes the file in pieces: protobuf's serialization of the proto as it is, with each
+marker's field replaced by the tensor's bytes, written straight from its array, and the two
+length prefixes that enclose it (the initializer entry's, the graph field's) rewritten.
 
-Finding the places: the marker is found from the end of the graph field (the new
-initializers are its last ones, so only the fields after them are scanned); the bytes
-around it must be exactly the placeholder's own serialization, and the graph field is
-found by reading the model's top-level fields. Anything unexpected writes the filled-in
-proto instead, which is always right. A marker cannot occur by chance where it is looked
-for (16 random bytes: odds of 2^-128 per position).
+One writer serves both paths: the file path's splice appends its new initializers
+(:meth:`DeferredTensors.add`), and the whole-model path's save serializes its onnx-ir model
+with every large in-memory initializer of the main graph marked
+(:meth:`DeferredTensors.of_model`). Either way the file holds exactly the bytes
+``SerializeToString`` gives for the filled-in proto, the bytes an unstreamed save writes:
+whether a tensor was streamed never shows in the file, and whoever needs the proto itself
+(the library's result, ``--check``, a save with a data file) fills it in first
+(:meth:`DeferredTensors.fill`), each tensor serialized once, straight into its place. (The
+other layout protobuf allows, the large tensors appended after the rest of the graph as a
+second piece of its field, reads as the same model but puts the initializers in another
+order and the bytes of every field elsewhere; it cannot be filled in.)
+
+Finding the places: each marker is found from the end of the graph field (large new
+initializers are its last ones, so few bytes are scanned); the bytes around it must be
+exactly the placeholder's own serialization, and the graph field is found by reading the
+model's top-level fields. Anything unexpected writes the filled-in proto instead, which is
+always right. A marker cannot occur by chance where it is looked for (16 random bytes: odds
+of 2^-128 per position).
 """
 
 from __future__ import annotations
@@ -33,7 +43,6 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from eyefold.model_files.stream_write import streamable_array
 from eyefold.model_files.wire import (
     GRAPH_INITIALIZER_FIELD,
     MODEL_GRAPH_FIELD,
@@ -46,9 +55,28 @@ from eyefold.model_files.wire import (
     read_varint,
 )
 
-__all__ = ["DeferredTensors"]
+__all__ = ["STREAM_MIN_BYTES", "DeferredTensors", "streamable_array"]
 
+# Below this, streaming saves nothing measurable; above it, a copy costs real memory.
+STREAM_MIN_BYTES = 1 << 20
 _MARKER_BYTES = 16
+
+
+def streamable_array(value: ir.Value) -> np.ndarray | None:
+    """The array behind a large plain in-memory initializer, if its bytes are its raw_data."""
+    tensor = value.const_value
+    if type(tensor) is not ir.Tensor or tensor.nbytes < STREAM_MIN_BYTES:
+        return None
+    if tensor.dtype == ir.DataType.STRING or tensor.dtype.bitwidth % 8:
+        return None  # strings and packed 4-bit types are not a plain byte copy
+    if value.meta.get("quant_parameter_tensor_names"):
+        return None  # keep quantization annotations on the ordinary path
+    if sys.byteorder != "little":
+        return None  # raw_data is little-endian; onnx-ir swaps the bytes of such an array
+    array = tensor.numpy()
+    if not array.flags.c_contiguous or array.dtype.byteorder == ">":
+        return None
+    return array
 
 
 class _LayoutError(Exception):
@@ -56,21 +84,21 @@ class _LayoutError(Exception):
 
 
 class _MarkedTensor:
-    """A tensor that serializes as itself, except that its bytes are a marker.
+    """A tensor that serializes as itself, except that its bytes are a random marker.
 
     Serialized by onnx-ir's own serializer, so the placeholder holds every field the
     filled-in TensorProto will hold, in the same form.
     """
 
-    def __init__(self, tensor: ir.Tensor, marker: bytes) -> None:
-        self._tensor = tensor
-        self._marker = marker
+    def __init__(self, tensor: ir.Tensor) -> None:
+        self.tensor = tensor
+        self.marker = os.urandom(_MARKER_BYTES)
 
     def __getattr__(self, name: str) -> object:
-        return getattr(self._tensor, name)
+        return getattr(self.tensor, name)
 
     def tobytes(self) -> bytes:
-        return self._marker
+        return self.marker
 
 
 @dataclasses.dataclass
@@ -95,7 +123,7 @@ class _Place:
 
 @dataclasses.dataclass
 class DeferredTensors:
-    """A ModelProto and the new initializers whose data it does not hold yet.
+    """A ModelProto and the large initializers whose data it does not hold yet.
 
     Attributes:
         proto: the model; its deferred initializers hold a marker as their data.
@@ -107,6 +135,41 @@ class DeferredTensors:
     def __bool__(self) -> bool:
         return bool(self._pending)
 
+    @classmethod
+    def of_model(cls, model: ir.Model) -> DeferredTensors:
+        """``model`` serialized, the large in-memory initializers of its main graph deferred.
+
+        The model is left as it was: each tensor is put back once serialized.
+
+        Raises:
+            onnx_ir.serde.SerdeError: a value cannot be serialized.
+        """
+        initializers = model.graph.initializers
+        arrays = {
+            name: array
+            for name, value in initializers.items()
+            if (array := streamable_array(value)) is not None
+        }
+        marked: dict[str, _MarkedTensor] = {}
+        try:
+            for name in arrays:
+                value = initializers[name]
+                assert isinstance(value.const_value, ir.Tensor)  # streamable_array checked it
+                value.const_value.name = value.name  # as onnx-ir's serializer names it
+                marked[name] = _MarkedTensor(value.const_value)
+                value.const_value = marked[name]  # type: ignore[assignment]
+            deferred = cls(ir.serde.serialize_model(model))
+        finally:
+            for name, mark in marked.items():
+                initializers[name].const_value = mark.tensor
+        if marked:
+            for position, entry in enumerate(deferred.proto.graph.initializer):
+                if (mark := marked.get(entry.name)) is not None:
+                    deferred._pending.append(
+                        _Deferred(position, mark.tensor, arrays[entry.name], mark.marker)
+                    )
+        return deferred
+
     def add(self, value: ir.Value) -> None:
         """Appends ``value``'s tensor as the graph's next initializer, deferred if large.
 
@@ -117,16 +180,15 @@ class DeferredTensors:
         assert tensor is not None
         graph = self.proto.graph
         placeholder = graph.initializer.add()
-        array = streamable_array(value) if sys.byteorder == "little" else None
+        array = streamable_array(value)
         if array is None:
             ir.serde.serialize_tensor_into(placeholder, tensor)
             return
         assert isinstance(tensor, ir.Tensor)  # streamable_array checked it
-        marker = os.urandom(_MARKER_BYTES)
-        marked = _MarkedTensor(tensor, marker)
+        marked = _MarkedTensor(tensor)
         ir.serde.serialize_tensor_into(placeholder, marked)  # type: ignore[arg-type]
         position = len(graph.initializer) - 1
-        self._pending.append(_Deferred(position, tensor, array, marker))
+        self._pending.append(_Deferred(position, tensor, array, marked.marker))
 
     def fill(self) -> onnx.ModelProto:
         """Serializes each deferred tensor into its place; returns the complete proto."""

@@ -63,7 +63,6 @@ from eyefold.model_files.data_file import (
 )
 from eyefold.model_files.deferred_tensors import DeferredTensors
 from eyefold.model_files.load import root_cause
-from eyefold.model_files.stream_write import write_model
 from eyefold.model_files.tensors import (
     check_external_data,
     iter_attribute_tensors,
@@ -153,14 +152,14 @@ def _undo_inlining(undo: list[tuple[ir.Node, str, ir.Attr]], superseded: list[st
 def _serialize_to(model: ir.Model, output: str) -> tuple[str, int]:
     """Writes the model proto to a temporary file beside ``output``; returns it and size.
 
-    Large in-memory initializers go from their arrays straight to the file
-    (:mod:`eyefold.model_files.stream_write`), without the three copies protobuf
-    serialization makes.
+    Large in-memory initializers of the main graph go from their arrays straight to the
+    file (:mod:`eyefold.model_files.deferred_tensors`), without the three copies protobuf
+    serialization makes; the bytes are protobuf's all the same.
     """
     temp_path, fd = open_temporary(output)
     try:
         with os.fdopen(fd, "wb") as handle:
-            size = write_model(model, handle)
+            size = DeferredTensors.of_model(model).write(handle)
             finish_file(handle, temp_path, output)
     except ValueError as error:  # protobuf refuses messages of 2 GiB or more
         discard(temp_path)

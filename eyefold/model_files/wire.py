@@ -1,9 +1,9 @@
 """Protobuf's wire format, the little of it eyefold writes and reads by hand.
 
-Streaming a tensor from its array into a model file (:mod:`.stream_write`,
-:mod:`.deferred_tensors`) means writing the keys and length prefixes protobuf would
-write around it. Refusing a file that cannot be a model before protobuf reads all of it
-(:func:`top_level_problem`) means reading the keys and length prefixes of its top level.
+Streaming a tensor from its array into a model file (:mod:`.deferred_tensors`) means
+writing the keys and length prefixes protobuf would write around it. Refusing a file that
+cannot be a model before protobuf reads all of it (:func:`top_level_problem`) means
+reading the keys and length prefixes of its top level.
 """
 
 from __future__ import annotations

@@ -1,8 +1,13 @@
-"""Deferred tensors: a file written from the arrays holds the bytes of the filled-in proto."""
+"""Deferred tensors: a file written from the arrays holds the bytes of the filled-in proto.
+
+On both paths: the file path's splice adds its new initializers to a proto, the
+whole-model path's save defers those of an onnx-ir model.
+"""
 
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import ml_dtypes
@@ -13,11 +18,12 @@ import pytest
 
 import eyefold
 from eyefold.cli import main
-from eyefold.model_files import deferred_tensors, stream_write
-from eyefold.model_files.deferred_tensors import DeferredTensors
+from eyefold.model_files import deferred_tensors
+from eyefold.model_files.deferred_tensors import DeferredTensors, streamable_array
 from eyefold.model_files.wire import varint
+from eyefold.testing import assert_same_outputs
 
-BIG = stream_write.STREAM_MIN_BYTES
+BIG = deferred_tensors.STREAM_MIN_BYTES
 
 
 def _base_proto() -> onnx.ModelProto:
@@ -181,4 +187,115 @@ def test_check_and_data_files_get_the_filled_in_proto(
     np.testing.assert_array_equal(
         onnx.numpy_helper.to_array(tensor, base_dir=str(tmp_path)),
         np.eye(700, dtype=np.float32),
+    )
+
+
+def _ir_model(values: list[ir.Value]) -> ir.Model:
+    """y_i = Identity(initializer_i) for every value, plus one small Add of the input."""
+    model = ir.from_onnx_text("""<ir_version: 10, opset_import: ["" : 22]>
+    g (float[2] x) => (float[2] z) { z = Add(x, x) }""")
+    for value in values:
+        tensor = value.const_value
+        assert tensor is not None
+        value.type = ir.TensorType(tensor.dtype)
+        model.graph.register_initializer(value)
+        node = ir.node("Identity", [value], name=f"id_{value.name}")
+        node.outputs[0].name = f"out_{value.name}"
+        node.outputs[0].shape = value.shape
+        node.outputs[0].type = value.type
+        model.graph.append(node)
+        model.graph.outputs.append(node.outputs[0])
+    return model
+
+
+def test_an_onnx_ir_model_is_written_as_protobuf_writes_it() -> None:
+    values = _values()
+    values[0].const_value.name = "not_the_value_name"  # type: ignore[union-attr]
+    model = _ir_model(values)
+    tensors_before = {n: v.const_value for n, v in model.graph.initializers.items()}
+    deferred = DeferredTensors.of_model(model)
+    placeholders = [t.name for t in deferred.proto.graph.initializer if len(t.raw_data) == 16]
+    assert placeholders == ["f32", "bf16", "doc", "b", "i64"]
+    written = _written(deferred)
+    assert written == ir.to_proto(model).SerializeToString()
+    # The model is left as it was: same tensor objects, same order.
+    assert list(model.graph.initializers) == list(tensors_before)
+    for name, value in model.graph.initializers.items():
+        assert value.const_value is tensors_before[name]
+    loaded = onnx.load_model_from_string(written)
+    onnx.checker.check_model(loaded, full_check=True)
+    assert_same_outputs(ir.to_proto(model), loaded, {"x": np.array([1.0, -2.0], np.float32)})
+
+
+def test_an_onnx_ir_model_filled_in_is_its_proto() -> None:
+    model = _ir_model(_values())
+    deferred = DeferredTensors.of_model(model)
+    assert deferred.fill() == ir.to_proto(model)
+    assert not deferred
+
+
+def test_an_onnx_ir_model_without_large_initializers_defers_nothing() -> None:
+    model = _ir_model([_value("small", np.ones((4, 4), np.float32), ir.DataType.FLOAT)])
+    deferred = DeferredTensors.of_model(model)
+    assert not deferred
+    assert _written(deferred) == ir.to_proto(model).SerializeToString()
+
+
+@pytest.mark.parametrize(
+    ("array", "dtype"),
+    [
+        pytest.param(
+            np.zeros(BIG * 2 + 2, np.uint8).astype(ml_dtypes.int4),
+            ir.DataType.INT4,
+            id="int4-packed",
+        ),
+        pytest.param(np.eye(1000, dtype=np.float32)[:, ::2], ir.DataType.FLOAT, id="strided"),
+    ],
+)
+def test_tensors_that_are_not_a_plain_byte_copy_are_not_streamed(
+    array: np.ndarray, dtype: ir.DataType
+) -> None:
+    value = ir.Value(name="t", shape=ir.Shape(array.shape), type=ir.TensorType(dtype))
+    value.const_value = ir.Tensor(array, dtype=dtype, name="t")
+    assert value.const_value.nbytes >= BIG  # large enough: only its layout keeps it out
+    assert streamable_array(value) is None
+
+
+def test_the_whole_model_path_writes_a_fold_from_its_array_as_protobuf_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An EyeLike in a subgraph sends the run to the whole-model path; the main graph's
+    # 512 x 512 float identity is 1 MiB, folded at the default size limit.
+    rows = 512
+    source, output = tmp_path / "model.onnx", tmp_path / "out.onnx"
+    onnx.save(
+        onnx.parser.parse_model(
+            f"""<ir_version: 10, opset_import: ["" : 22]>
+            g (float[{rows}, {rows}] x, bool c) => (float[{rows}, {rows}] y, float[2, 2] z)
+                <float[2, 2] w = {{1.0, 2.0, 3.0, 4.0}}> {{
+                e = EyeLike (x)
+                y = Add (x, e)
+                z = If (c) <then_branch = t () => (float[2, 2] o) {{ o = EyeLike (w) }},
+                            else_branch = f () => (float[2, 2] o) {{ o = Identity (w) }}>
+            }}"""
+        ),
+        source,
+    )
+    expected = eyefold.optimize(onnx.load(source))
+
+    def never(self: DeferredTensors) -> onnx.ModelProto:
+        raise AssertionError("the fold was serialized into the proto")
+
+    report = tmp_path / "report.json"
+    with monkeypatch.context() as patch:
+        patch.setattr(DeferredTensors, "fill", never)
+        status = main(["optimize", str(source), str(output), "-q", "--report", str(report)])
+    assert status == 0
+    steps = json.loads(report.read_text())["steps"]
+    assert steps[1]["name"].startswith("whole-model: an EyeLike sits in a subgraph")
+    assert output.read_bytes() == expected.SerializeToString()
+    assert onnx.load(output) == expected
+    eye = next(t for t in expected.graph.initializer if t.dims == [rows, rows])
+    np.testing.assert_array_equal(
+        onnx.numpy_helper.to_array(eye), np.eye(rows, dtype=np.float32)
     )
