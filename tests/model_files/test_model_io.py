@@ -5,8 +5,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import BinaryIO
@@ -29,6 +27,7 @@ from eyefold.model_files import (
 from eyefold.model_files.atomic_write import STALE_TEMPORARY_SECONDS
 from eyefold.model_files.sparse_write import write_tensor
 from eyefold.model_files.tensors import referenced_files
+from tests.helpers.cli import run_measured
 
 GiB = 1 << 30
 
@@ -384,27 +383,6 @@ def _sparse_external_model(path: Path, tensors: int, tensor_bytes: int) -> None:
         handle.write(np.float32(7.5).tobytes())
 
 
-def _run_measured(args: list[str]) -> tuple[subprocess.CompletedProcess[str], int]:
-    """Runs eyefold in a child process; returns it and the child's peak RSS in bytes.
-
-    The peak is the child's ``VmHWM``, not its ``ru_maxrss``: Linux carries the RSS the
-    forked pytest process had at ``exec`` into the child's ``ru_maxrss``, so late in a
-    full run that would report pytest's own size.
-    """
-    code = (
-        "import sys; from eyefold.cli import main; status = main(sys.argv[1:]);"
-        " hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM:')];"
-        " print('PEAK', hwm[0].split()[1], file=sys.stderr);"
-        " sys.exit(status)"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300
-    )
-    peak = [line for line in result.stderr.splitlines() if line.startswith("PEAK")]
-    assert peak, result.stderr
-    return result, int(peak[-1].split()[1]) * 1024
-
-
 @pytest.mark.slow
 def test_over_2gib_model_round_trip(tmp_path: Path) -> None:
     """A 3 GiB model (sparse weights) in, optimized, out with external data, then in place.
@@ -415,7 +393,7 @@ def test_over_2gib_model_round_trip(tmp_path: Path) -> None:
     source = tmp_path / "big.onnx"
     _sparse_external_model(source, tensors, tensor_bytes)
     model_digest = _digest(source)
-    result, peak = _run_measured(["optimize", str(source), str(tmp_path / "out.onnx"), "-q"])
+    result, peak = run_measured(["optimize", str(source), str(tmp_path / "out.onnx"), "-q"])
     assert result.returncode == 0, result.stderr
     assert peak < GiB // 2, f"peak RSS {peak} bytes for a {tensors * tensor_bytes} byte model"
     data = tmp_path / "out.onnx.data"
@@ -430,7 +408,7 @@ def test_over_2gib_model_round_trip(tmp_path: Path) -> None:
     del out, last
 
     # In place: OUTPUT == INPUT, its data now read lazily from the file being replaced.
-    result, peak = _run_measured(
+    result, peak = run_measured(
         ["optimize", str(tmp_path / "out.onnx"), str(tmp_path / "out.onnx"), "-q"]
     )
     assert result.returncode == 0, result.stderr
@@ -456,7 +434,7 @@ def test_folded_output_over_2gib_is_saved_with_external_data(tmp_path: Path) -> 
             """
         ).SerializeToString()
     )
-    result, peak = _run_measured(
+    result, peak = run_measured(
         ["optimize", str(source), str(tmp_path / "out.onnx"), "--size-limit", "3G", "-q"]
     )
     assert result.returncode == 0, result.stderr
