@@ -71,8 +71,6 @@ def streamable_array(value: ir.Value) -> np.ndarray | None:
         return None
     if tensor.dtype == ir.DataType.STRING or tensor.dtype.bitwidth % 8:
         return None  # strings and packed 4-bit types are not a plain byte copy
-    if value.meta.get("quant_parameter_tensor_names"):
-        return None  # keep quantization annotations on the ordinary path
     if sys.byteorder != "little":
         return None  # raw_data is little-endian; onnx-ir swaps the bytes of such an array
     array = tensor.numpy()

@@ -212,6 +212,7 @@ def _ir_model(values: list[ir.Value]) -> ir.Model:
 def test_an_onnx_ir_model_is_written_as_protobuf_writes_it() -> None:
     values = _values()
     values[0].const_value.name = "not_the_value_name"  # type: ignore[union-attr]
+    values[0].meta["quant_parameter_tensor_names"] = {"SCALE_TENSOR": "s"}  # an annotation
     model = _ir_model(values)
     tensors_before = {n: v.const_value for n, v in model.graph.initializers.items()}
     deferred = DeferredTensors.of_model(model)
@@ -224,6 +225,7 @@ def test_an_onnx_ir_model_is_written_as_protobuf_writes_it() -> None:
     for name, value in model.graph.initializers.items():
         assert value.const_value is tensors_before[name]
     loaded = onnx.load_model_from_string(written)
+    assert [a.tensor_name for a in loaded.graph.quantization_annotation] == ["f32"]
     onnx.checker.check_model(loaded, full_check=True)
     assert_same_outputs(ir.to_proto(model), loaded, {"x": np.array([1.0, -2.0], np.float32)})
 
