@@ -209,7 +209,7 @@ class DeferredTensors:
         """
         serialized = self.proto.SerializeToString()
         try:
-            chunks = list(self._chunks(serialized))
+            chunks = list(self._chunks(serialized)) if self._pending else [serialized]
         except (_LayoutError, ValueError):  # ValueError: a varint past the end
             chunks = [self.fill().SerializeToString()]
         written = 0
