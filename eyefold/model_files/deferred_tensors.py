@@ -4,13 +4,13 @@ A tensor serialized into a ModelProto is copied twice (``tobytes``, then protobu
 into the message), and writing the proto copies it a third time (``SerializeToString``).
 For a large fold that is most of a run's peak memory: measured on either path
 (``benchmarks/stream_writes.py``), a 64 MiB identity peaks at 155 MB written from its
-array against 347 MB through protobuf (0.1-0.2 s of CPU against 0.3 s), 256 MiB at 347 MB
-against 1115 MB; at the default 1 MiB limit the saving is 3 MB. So the data of each large
-in-memory initializer is left out of the proto: its TensorProto holds everything else, its
-``raw_data`` a random 16-byte marker. Saving then writes the file in pieces: protobuf's
-serialization of the proto as it is, with each marker's field replaced by the tensor's
-bytes, written straight from its array, and the two length prefixes that enclose it (the
-initializer entry's, the graph field's) rewritten.
+array against 347 MB through protobuf (0.1-0.2 s of CPU against 0.3-0.4 s), and 256 MiB
+at 347 MB against 1115 MB; at the default 1 MiB limit the saving is 3 MB. So the data of
+each large in-memory initializer is left out of the proto: its TensorProto holds
+everything else, its ``raw_data`` a random 16-byte marker. Saving then writes the file
+in pieces: protobuf's serialization of the proto as it is, with each marker's field
+replaced by the tensor's bytes, written straight from its array, and the two length
+prefixes that enclose it (the initializer entry's, the graph field's) rewritten.
 
 One writer serves both paths, so only this module knows how a streamed tensor sits in the
 file: the file path's splice appends its new initializers (:meth:`DeferredTensors.add`),
