@@ -4,16 +4,19 @@ Every :class:`EyefoldError` is printed by the CLI as one ``eyefold: error: ...``
 exit code 1. Anything else escaping the library is a bug in eyefold, not in the model.
 
 Two types never escape it: :class:`WholeModelNeeded` (the file path hands the model to
-the whole-model path, which gives the result or the precise error) and
-:class:`WriteBackError` (a converted or rewritten body cannot be written back in place,
-which sends the model down the same whole-model path).
+the whole-model path, which gives the result or the precise error), of one of the few
+kinds :class:`Fallback` names, and :class:`WriteBackError` (a converted or rewritten body
+cannot be written back in place, which sends the model down the same whole-model path).
 """
 
 from __future__ import annotations
 
+import enum
+
 __all__ = [
     "CheckFailedError",
     "EyefoldError",
+    "Fallback",
     "InvalidModelError",
     "ModelIOError",
     "PathClashError",
@@ -84,20 +87,48 @@ class UnknownRuleError(EyefoldError):
     """A rule name that is not in the registry, or a relaxed rule without opting in."""
 
 
+class Fallback(enum.Enum):
+    """Why the file path hands a model to the whole-model path, as it matters to the user.
+
+    Each :class:`WholeModelNeeded` is of one kind; its reason names the case in words.
+    None is an error: the whole-model path gives the result, or the precise error.
+
+    - ``OUT_OF_REACH``: what the passes act on lies where the neighbourhood cannot reach:
+      an EyeLike or an identity-shaped constant in a subgraph or a model-local function, a
+      node holding subgraphs among the nodes the passes change, a Mul mask whose data
+      side the diagonal rules read.
+    - ``IRREGULAR_GRAPH``: the main graph is not one the scan can index as it is: a name
+      defined twice, or read but never defined; an initializer that is also a graph input;
+      sparse initializers; a neighbourhood onnx-ir cannot read.
+    - ``WHOLE_MODEL_OPTION``: an option works on the whole model (pinned input shapes).
+    - ``UPGRADE``: the opset upgrade on the proto cannot do what the onnx-ir upgrade does,
+      which then runs instead.
+    - ``WRITE_BACK``: the neighbourhood's result cannot be written back into the proto (it
+      would not be in order, a name a pass made up is taken, or its new tensors are too
+      large to be held in the proto as well). The only kind found after the
+      neighbourhood's steps ran, when its objects are worth collecting.
+    """
+
+    OUT_OF_REACH = "out of reach"
+    IRREGULAR_GRAPH = "irregular graph"
+    WHOLE_MODEL_OPTION = "whole-model option"
+    UPGRADE = "upgrade"
+    WRITE_BACK = "write-back"
+
+
 class WholeModelNeeded(Exception):  # noqa: N818  (a signal, not an error)
     """The file path cannot stand for the whole model here; the whole-model path runs.
 
     Attributes:
+        kind: which of the few ways out it is (the report never says it: its steps name
+            the reason).
         reason: why, in words (the report's ``whole_model`` key and step name say it).
-        after_steps: raised once the neighbourhood's steps ran, so its tensors exist and
-            are worth collecting before the whole model is read; most reasons are found
-            before anything is extracted.
     """
 
-    def __init__(self, reason: str, *, after_steps: bool = False) -> None:
+    def __init__(self, kind: Fallback, reason: str) -> None:
         super().__init__(reason)
+        self.kind = kind
         self.reason = reason
-        self.after_steps = after_steps
 
 
 class WriteBackError(Exception):

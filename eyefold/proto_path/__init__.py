@@ -42,7 +42,7 @@ from eyefold.core.model_stats import (
     stats_after,
 )
 from eyefold.core.proto_subgraphs import BodyColumns
-from eyefold.errors import EyefoldError, WholeModelNeeded
+from eyefold.errors import EyefoldError, Fallback, WholeModelNeeded
 from eyefold.model_files.deferred_tensors import DeferredTensors
 from eyefold.model_files.load import model_from_memory, model_from_proto
 from eyefold.model_files.structure_checks import check_structure
@@ -105,6 +105,8 @@ class ProtoRun:
             then go through onnx-ir, which handles those.
         deferred: on the neighbourhood path, the proto with its large new initializers'
             data still to be written (:attr:`model` fills it in).
+        fallback: why the whole-model path was taken, when it was (the report names
+            the reason in words, never the kind).
     """
 
     record: RunRecord
@@ -115,6 +117,7 @@ class ProtoRun:
     proto: onnx.ModelProto | None = None
     data_elsewhere: bool = False
     deferred: DeferredTensors | None = None
+    fallback: Fallback | None = None
 
     @property
     def model(self) -> onnx.ModelProto:
@@ -151,12 +154,7 @@ def _upgrade(
     if opset is None or opset >= target.opset:
         return None
     start = time.perf_counter()
-    try:
-        types = upgrade_proto(model, target.opset, main)
-    except WholeModelNeeded as needed:
-        raise WholeModelNeeded(
-            f"the opset {opset} -> {target.opset} upgrade: {needed.reason}"
-        ) from None
+    types = upgrade_proto(model, target.opset, main)
     seconds = time.perf_counter() - start
     notes = OpsetNotes(target.notes(opset))
     return StepEntry(UPGRADE_STEP, seconds, Stage.PIPELINE, True, notes), types
@@ -198,16 +196,19 @@ def _extract(
     for position in index.eyelike:
         check_eyelike_proto(model.graph.node[position], "main")
     if index.obstacle is not None:
-        raise WholeModelNeeded(index.obstacle)
+        raise index.obstacle
     inferred, baked_in = infer_undeclared_inputs(model, index, converted)
     chosen = choose_nodes(index, inferred.keys())
     if index.holders.intersection(chosen):
-        raise WholeModelNeeded("a node holding subgraphs is in an EyeLike's neighbourhood")
+        raise WholeModelNeeded(
+            Fallback.OUT_OF_REACH, "a node holding subgraphs is in an EyeLike's neighbourhood"
+        )
     if any(index.op_types[p] in READS_PAST_OPS for p in chosen):
         # The diagonal rules match Mul(data, mask) -> ReduceSum and read the data side's
         # shape chain: more than the neighbourhood holds.
         raise WholeModelNeeded(
-            "an EyeLike is used as a mask (Mul), which the diagonal rules look around"
+            Fallback.OUT_OF_REACH,
+            "an EyeLike is used as a mask (Mul), which the diagonal rules look around",
         )
     try:
         hood = build_neighbourhood(model, index, chosen, base_dir, inferred, baked_in)
@@ -215,7 +216,8 @@ def _extract(
     except (EyefoldError, UnicodeDecodeError, ValueError, ir.serde.SerdeError) as error:
         # The whole-model path meets the same problem and names it as a load does.
         raise WholeModelNeeded(
-            f"the neighbourhood cannot be read ({type(error).__name__})"
+            Fallback.IRREGULAR_GRAPH,
+            f"the neighbourhood cannot be read ({type(error).__name__})",
         ) from None
     if source_path is not None and index.external_locations:
         check_external_data(hood.model, source_path)  # the rest is checked when saved
@@ -250,7 +252,7 @@ def _neighbourhood(
     added = hood.new_tensor_bytes()
     if added > SPLICED_TENSOR_LIMIT_BYTES:
         raise WholeModelNeeded(
-            f"{added} bytes of new tensors are written from their arrays", after_steps=True
+            Fallback.WRITE_BACK, f"{added} bytes of new tensors are written from their arrays"
         )
     start = time.perf_counter()
     initializers = len(model.graph.initializer)
@@ -258,7 +260,7 @@ def _neighbourhood(
         deferred = splice(model, index, hood)
     except SpliceError as error:
         raise WholeModelNeeded(
-            f"the result cannot be spliced back ({error})", after_steps=True
+            Fallback.WRITE_BACK, f"the result cannot be spliced back ({error})"
         ) from None
     after = None
     if before is not None:
@@ -354,7 +356,9 @@ def optimize_proto(
     given = None  # the counts of the model as given, when an upgrade comes first
     try:
         if options.input_shapes:
-            raise WholeModelNeeded("input shapes are pinned on the whole model")
+            raise WholeModelNeeded(
+                Fallback.WHOLE_MODEL_OPTION, "input shapes are pinned on the whole model"
+            )
         with cyclic_gc_paused():  # walks of every node, and a neighbourhood's objects
             converted = None
             if upgrading:
@@ -375,14 +379,15 @@ def optimize_proto(
             full_path = None if source_path is None else os.path.abspath(source_path)
             run = _neighbourhood(model, options, record, full_path, with_stats, converted)
     except WholeModelNeeded as needed:
-        reason = needed.reason  # the traceback, which holds the neighbourhood, ends here
-        collect = needed.after_steps
+        # The traceback, which holds the neighbourhood, ends here.
+        fallback, reason = needed.kind, needed.reason
     else:
-        reason = None
-    if reason is not None:
-        if collect:
+        fallback = None
+    if fallback is not None:
+        if fallback is Fallback.WRITE_BACK:
             gc.collect()  # the neighbourhood's tensors go before the whole model is read
         run = _whole_model(model, options, record, source_path, reason, with_stats)
+        run.fallback = fallback
     if given is not None:
         run.before = given
     return run

@@ -5,9 +5,11 @@ EyeLike nodes. To choose them it needs, for the main graph, each value's produce
 consumers, and to know it may skip the rest, that nothing the passes act on lives
 elsewhere. This walk reads only names and op types (attributes only of the few nodes that
 can hold subgraphs), so it costs a fraction of a protobuf parse, not an onnx-ir
-deserialization. Anything unusual (an EyeLike in a subgraph or function, a graph that is
-not in topological order, a value defined twice) is recorded as an ``obstacle``: the
-caller then takes the whole-model path, whose checks give the proper error or result.
+deserialization. Anything unusual is recorded as an ``obstacle``, of one of two kinds
+(:class:`~eyefold.errors.Fallback`): what the passes act on lies out of reach (an EyeLike
+or identity-shaped constant in a subgraph or function), or the graph is irregular (not
+in topological order, a value defined twice). The caller then takes the whole-model
+path, whose checks give the proper error or result.
 
 The walk is the file path's largest cost after the protobuf parse, so it is written for
 speed: each node's fields are read once, in one comprehension; the cyclic garbage
@@ -33,6 +35,7 @@ from eyefold.core.proto_subgraphs import (
     outer_reads,
 )
 from eyefold.core.weightless import is_large, proto_nbytes
+from eyefold.errors import Fallback, WholeModelNeeded
 from eyefold.model_files.tensors import attribute_tensors, body_tensors
 
 __all__ = ["GraphIndex", "scan_model"]
@@ -66,7 +69,8 @@ class GraphIndex:
             which the rules read as an identity operand, so its whole chain and its
             consumers belong to the neighbourhood.
         holders: indices of nodes that hold subgraphs.
-        obstacle: why the neighbourhood path cannot be taken, or None.
+        obstacle: why the neighbourhood path cannot be taken (the first found, raised
+            by the caller once it has sorted what it can), or None.
         unsorted: whether some node reads a value a later node defines (the graph is not
             in topological order; the file path sorts it and scans it again).
         node_inputs: each node's input names, by position.
@@ -93,7 +97,7 @@ class GraphIndex:
     identity_candidates: list[str] = dataclasses.field(default_factory=list)
     range_identities: list[int] = dataclasses.field(default_factory=list)
     holders: set[int] = dataclasses.field(default_factory=set)
-    obstacle: str | None = None
+    obstacle: WholeModelNeeded | None = None
     unsorted: bool = False
     node_inputs: list[list[str]] = dataclasses.field(default_factory=list)
     node_outputs: list[list[str]] = dataclasses.field(default_factory=list)
@@ -160,6 +164,12 @@ def _constant_candidate(node: onnx.NodeProto, dtypes: frozenset[int]) -> bool:
     )
 
 
+def _note(index: GraphIndex, kind: Fallback, reason: str | None) -> None:
+    """Records ``reason`` as the obstacle, unless one was found before it."""
+    if index.obstacle is None and reason is not None:
+        index.obstacle = WholeModelNeeded(kind, reason)
+
+
 def _subgraph_obstacle(graph: onnx.GraphProto, dtypes: frozenset[int]) -> str | None:
     """Why a subgraph keeps the neighbourhood path from being taken, or None.
 
@@ -203,12 +213,12 @@ def _index_io(index: GraphIndex, dtypes: frozenset[int]) -> None:
             for t in graph.initializer
             if t.data_type in dtypes and _is_identity_candidate(t, dtypes)
         ]
-    if set(index.inputs) & index.initializers.keys():
-        index.obstacle = "an initializer is also a graph input"
-    elif len(index.initializers) != len(graph.initializer):
-        index.obstacle = "two initializers share a name"
     if graph.sparse_initializer:
-        index.obstacle = "the graph holds sparse initializers"
+        _note(index, Fallback.IRREGULAR_GRAPH, "the graph holds sparse initializers")
+    if set(index.inputs) & index.initializers.keys():
+        _note(index, Fallback.IRREGULAR_GRAPH, "an initializer is also a graph input")
+    elif len(index.initializers) != len(graph.initializer):
+        _note(index, Fallback.IRREGULAR_GRAPH, "two initializers share a name")
     _note_external(index, iter(graph.initializer))
 
 
@@ -242,7 +252,8 @@ def _index_node(
         if _note_external(index, body_tensors(sub)):
             index.external_elsewhere = True
         reads |= outer_reads(sub)
-        index.obstacle = index.obstacle or _subgraph_obstacle(sub, dtypes)
+        if index.obstacle is None:  # the walk below is spared once one is found
+            _note(index, Fallback.OUT_OF_REACH, _subgraph_obstacle(sub, dtypes))
     if reads:
         for name in reads - set(node.input):
             index.consumers.setdefault(name, []).append(position)
@@ -278,10 +289,11 @@ def _index_nodes(index: GraphIndex, dtypes: frozenset[int]) -> None:
     if len(producer) != sum(map(len, outs)) and len(producer) != len(
         [o for names in outs for o in names if o]
     ):
-        index.obstacle = index.obstacle or "a value is defined twice"
+        _note(index, Fallback.IRREGULAR_GRAPH, "a value is defined twice")
     known = set(index.inputs) | index.initializers.keys()
     if known & producer.keys():
-        index.obstacle = index.obstacle or "a node redefines a graph input or initializer"
+        redefined = "a node redefines a graph input or initializer"
+        _note(index, Fallback.IRREGULAR_GRAPH, redefined)
     consumers, at, early = index.consumers, producer.get, None
     for position, names in enumerate(ins):
         for name in names:
@@ -295,7 +307,7 @@ def _index_nodes(index: GraphIndex, dtypes: frozenset[int]) -> None:
     index.unsorted = early is not None
     unsorted = early or _undefined_read(index, known)
     if unsorted is not None:
-        index.obstacle = index.obstacle or f"{unsorted!r} is read before it is defined"
+        _note(index, Fallback.IRREGULAR_GRAPH, f"{unsorted!r} is read before it is defined")
     index.eyelike = [i for i, op in enumerate(ops) if op == "EyeLike"]
     if not _DEFAULT_DOMAINS_SET.issuperset(domains):
         index.eyelike = [i for i in index.eyelike if domains[i] in DEFAULT_DOMAINS]
@@ -353,7 +365,8 @@ def scan_model(model: onnx.ModelProto, dtypes: frozenset[int] = frozenset()) -> 
     index = GraphIndex(model.graph)
     with cyclic_gc_paused():
         _index_io(index, dtypes)
-        index.obstacle = index.obstacle or _function_obstacle(model)
+        if index.obstacle is None:
+            _note(index, Fallback.OUT_OF_REACH, _function_obstacle(model))
         for function in model.functions:
             for node in function.node:
                 if _note_external(index, attribute_tensors(node)):
@@ -362,5 +375,6 @@ def scan_model(model: onnx.ModelProto, dtypes: frozenset[int] = frozenset()) -> 
     known = set(index.inputs) | index.initializers.keys() | index.producer.keys()
     missing = [name for name in index.outputs if name not in known]
     if missing:
-        index.obstacle = index.obstacle or f"graph output {missing[0]!r} is never defined"
+        never = f"graph output {missing[0]!r} is never defined"
+        _note(index, Fallback.IRREGULAR_GRAPH, never)
     return index

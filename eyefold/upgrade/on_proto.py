@@ -29,7 +29,13 @@ from eyefold.core.eyelike_types import EYELIKE_MIN_OPSET
 from eyefold.core.gc_pause import cyclic_gc_paused
 from eyefold.core.proto_subgraphs import BodyColumns
 from eyefold.core.weightless import is_large, proto_large_constant, proto_nbytes, typed_input
-from eyefold.errors import EyefoldError, WholeModelNeeded, WriteBackError, error_text
+from eyefold.errors import (
+    EyefoldError,
+    Fallback,
+    WholeModelNeeded,
+    WriteBackError,
+    error_text,
+)
 from eyefold.upgrade.conversion import (
     BodyUpgrade,
     GraphConversion,
@@ -256,16 +262,20 @@ def upgrade_proto(
         return _upgrade(model, source, target, main)
 
 
+def _refused(source: int, target: int, why: str) -> WholeModelNeeded:
+    """The whole-model path's turn, the upgrade named as the report names it."""
+    return WholeModelNeeded(Fallback.UPGRADE, f"the opset {source} -> {target} upgrade: {why}")
+
+
 def _upgrade(
     model: onnx.ModelProto, source: int, target: int, columns: BodyColumns | None
 ) -> ConverterTypes:
     graph = model.graph
     if graph.sparse_initializer:
-        raise WholeModelNeeded("the graph holds sparse initializers")
+        raise _refused(source, target, "the graph holds sparse initializers")
     if _eyelike_predates(model, source):
-        raise WholeModelNeeded(
-            f"an EyeLike sits in a scope older than opset {EYELIKE_MIN_OPSET}"
-        )
+        why = f"an EyeLike sits in a scope older than opset {EYELIKE_MIN_OPSET}"
+        raise _refused(source, target, why)
     ir_version = max(model.ir_version, min_ir_version(target))
     declared = len(graph.value_info) > 0
     try:
@@ -285,13 +295,15 @@ def _upgrade(
         functions = _convert_functions(model, upgrade)
         problem = _check(model, main, functions, target, ir_version)
         if problem is not None:
-            raise WholeModelNeeded(f"the converted model fails onnx's checker{problem}")
+            why = f"the converted model fails onnx's checker{problem}"
+            raise _refused(source, target, why)
         main.merged = _merge(graph.node, main, columns)
         for function, converted in functions:
             if converted is not None:
                 converted.merged = _merge(function.node, converted)
     except (EyefoldError, WriteBackError) as error:
-        raise WholeModelNeeded(f"the upgrade failed ({error_text(error)})") from None
+        why = f"the upgrade failed ({error_text(error)})"
+        raise _refused(source, target, why) from None
     # Nothing below can fail: the model is changed only now.
     write_body(graph.node, graph.value_info, main.merged)
     rebuilt = main.merged.rebuilt
