@@ -27,6 +27,7 @@ import dataclasses
 import gc
 import os
 import time
+from collections.abc import Collection
 
 import onnx
 import onnx_ir as ir
@@ -49,7 +50,12 @@ from eyefold.model_files.structure_checks import check_structure
 from eyefold.model_files.tensors import check_external_data, external_data_files
 from eyefold.options import PipelineOptions
 from eyefold.pipeline import pipeline_steps, run_steps, sort_first
-from eyefold.proto_path.extract import Neighbourhood, build_neighbourhood, choose_nodes
+from eyefold.proto_path.extract import (
+    Neighbourhood,
+    build_neighbourhood,
+    choose_nodes,
+    core_nodes,
+)
 from eyefold.proto_path.infer_inputs import infer_undeclared_inputs
 from eyefold.proto_path.node_order import sort_model_graphs
 from eyefold.proto_path.scan import GraphIndex, scan_model
@@ -173,6 +179,21 @@ def _sort(
     return unsorted
 
 
+def _out_of_reach(index: GraphIndex, chosen: Collection[int]) -> str | None:
+    """Why the passes would act on, or read, more than the ``chosen`` nodes, or None.
+
+    A node holding subgraphs among them (the passes would change it) is named before a
+    mask reader (the diagonal rules read its data side's shape chain).
+    """
+    if index.holders.intersection(chosen):
+        return "a node holding subgraphs is in an EyeLike's neighbourhood"
+    if any(index.op_types[p] in READS_PAST_OPS for p in chosen):
+        # The diagonal rules match Mul(data, mask) -> ReduceSum and read the data side's
+        # shape chain: more than the neighbourhood holds.
+        return "an EyeLike is used as a mask (Mul), which the diagonal rules look around"
+    return None
+
+
 def _extract(
     model: onnx.ModelProto,
     options: PipelineOptions,
@@ -197,19 +218,18 @@ def _extract(
         check_eyelike_proto(model.graph.node[position], "main")
     if index.obstacle is not None:
         raise index.obstacle
+    core = core_nodes(index)
+    reason = _out_of_reach(index, core)
+    if reason is not None and reason == _out_of_reach(index, choose_nodes(index, (), core)):
+        # The inference below only decides which slices of the widest neighbourhood join
+        # the core: where both name the same way out, every neighbourhood between them
+        # does, and the inference (on a model of many undeclared values, the costliest
+        # work before the whole-model path) is not run for one that is given up.
+        raise WholeModelNeeded(Fallback.OUT_OF_REACH, reason)
     inferred, baked_in = infer_undeclared_inputs(model, index, converted)
-    chosen = choose_nodes(index, inferred.keys())
-    if index.holders.intersection(chosen):
-        raise WholeModelNeeded(
-            Fallback.OUT_OF_REACH, "a node holding subgraphs is in an EyeLike's neighbourhood"
-        )
-    if any(index.op_types[p] in READS_PAST_OPS for p in chosen):
-        # The diagonal rules match Mul(data, mask) -> ReduceSum and read the data side's
-        # shape chain: more than the neighbourhood holds.
-        raise WholeModelNeeded(
-            Fallback.OUT_OF_REACH,
-            "an EyeLike is used as a mask (Mul), which the diagonal rules look around",
-        )
+    chosen = choose_nodes(index, inferred.keys(), core)
+    if (reason := _out_of_reach(index, chosen)) is not None:
+        raise WholeModelNeeded(Fallback.OUT_OF_REACH, reason)
     try:
         hood = build_neighbourhood(model, index, chosen, base_dir, inferred, baked_in)
         check_structure(hood.model)  # what a load checks, where onnx-ir reads the model

@@ -42,7 +42,7 @@ from eyefold.core.metadata_keys import BAKED_IN_KEY, STAND_IN_DOMAIN
 from eyefold.proto_path.scan import GraphIndex
 from eyefold.rewriting.reach import LOOKED_AT_OPS, NEIGHBOUR_OPS, REPLACED_OPS
 
-__all__ = ["SINK_WIDTH", "Neighbourhood", "build_neighbourhood", "choose_nodes"]
+__all__ = ["SINK_WIDTH", "Neighbourhood", "build_neighbourhood", "choose_nodes", "core_nodes"]
 
 # The most values one sink node reads (see the module docstring).
 SINK_WIDTH = 64
@@ -181,11 +181,12 @@ def _producer_op(index: GraphIndex, name: str) -> str | None:
     return None if producer is None else index.op_types[producer]
 
 
-def choose_nodes(index: GraphIndex, inferred: Collection[str] = ()) -> list[int]:
-    """Positions of the neighbourhood's nodes (see the module docstring), ascending.
+def core_nodes(index: GraphIndex) -> set[int]:
+    """The neighbourhood as if every EyeLike input's shape were known (no whole slices).
 
-    ``inferred`` names EyeLike inputs known static though undeclared: like declared ones,
-    they need at most their producer (:mod:`eyefold.proto_path.infer_inputs`).
+    Every neighbourhood :func:`choose_nodes` gives holds these nodes, whatever the
+    inference of undeclared inputs finds: it only decides which whole backward slices
+    are added. So a way out the core shows is known before that inference runs.
     """
     chosen: set[int] = set(index.eyelike)
     removable: set[int] = set(index.eyelike)
@@ -193,9 +194,7 @@ def choose_nodes(index: GraphIndex, inferred: Collection[str] = ()) -> list[int]
     sliced: set[int] = set()
     for position in index.eyelike:
         inputs = index.node_inputs[position]
-        if inputs and not (inputs[0] in inferred or _declared_static(index, inputs[0])):
-            _backward(index, chosen, position, None, sliced)
-        elif inputs and _producer_op(index, inputs[0]) in NEIGHBOUR_OPS:
+        if inputs and _producer_op(index, inputs[0]) in NEIGHBOUR_OPS:
             _backward(index, chosen, position, 1, sliced)
         _forward(index, chosen, removable, [o for o in nodes[position].output if o])
     for position in index.range_identities:
@@ -208,6 +207,25 @@ def choose_nodes(index: GraphIndex, inferred: Collection[str] = ()) -> list[int]
             if nodes[consumer].op_type in REPLACED_OPS:
                 removable.add(consumer)
     _add_dead_code(index, chosen, removable)
+    return chosen
+
+
+def choose_nodes(
+    index: GraphIndex, inferred: Collection[str] = (), core: set[int] | None = None
+) -> list[int]:
+    """Positions of the neighbourhood's nodes (see the module docstring), ascending.
+
+    ``inferred`` names EyeLike inputs known static though undeclared: like declared ones,
+    they need at most their producer (:mod:`eyefold.proto_path.infer_inputs`); every
+    other EyeLike input brings its whole backward slice. ``core``: :func:`core_nodes`,
+    when computed already.
+    """
+    chosen = set(core_nodes(index) if core is None else core)
+    sliced: set[int] = set()
+    for position in index.eyelike:
+        inputs = index.node_inputs[position]
+        if inputs and not (inputs[0] in inferred or _declared_static(index, inputs[0])):
+            _backward(index, chosen, position, None, sliced)
     return sorted(chosen)
 
 
