@@ -8,17 +8,21 @@ extracts the nodes the passes may read or change into a small onnx_ir model
 into the proto (:mod:`.splice`). Nodes nobody touches are never deserialized.
 
 The whole-model path (deserialize everything, run the steps, serialize) is taken instead,
-and the report's steps say why, when the neighbourhood cannot stand for the model: an
-EyeLike or identity-shaped constant in a subgraph or function, a node holding subgraphs
-inside the neighbourhood, an unsorted or malformed graph, pinned input shapes, or a result
-that cannot be spliced in order.
+and the report's steps say why, when the neighbourhood cannot stand for the model. Every
+such fallback is one exception, :class:`~eyefold.errors.WholeModelNeeded`, carrying its
+reason in words and one of five kinds (:class:`~eyefold.errors.Fallback`): what the
+passes act on is out of reach (an EyeLike or identity-shaped constant in a subgraph or
+function, a node holding subgraphs or a mask reader in the neighbourhood), the graph is
+irregular (names defined twice or never, beyond what a sort repairs), an option works on
+the whole model (pinned input shapes), the upgrade on the proto cannot do it, or the
+result cannot be written back. Only the last is found after the neighbourhood's steps
+ran, so only then are its objects collected first.
 
 An opset upgrade converts every node, so it runs on the proto first
 (:mod:`eyefold.upgrade.on_proto`, the same conversion as the pipeline's upgrade step, on
 weightless copies of the bodies), as the pipeline's upgrade step: the other steps follow
 it. What that upgrade cannot do the original proto takes to the whole-model path, which
-gives the result or the precise error. Either way the decision is one exception,
-:class:`~eyefold.errors.WholeModelNeeded`, carrying its reason.
+gives the result or the precise error.
 """
 
 from __future__ import annotations
