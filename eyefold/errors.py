@@ -94,9 +94,9 @@ class Fallback(enum.Enum):
     None is an error: the whole-model path gives the result, or the precise error.
 
     - ``OUT_OF_REACH``: what the passes act on lies where the neighbourhood cannot reach:
-      an EyeLike or an identity-shaped constant in a subgraph or a model-local function, a
-      node holding subgraphs among the nodes the passes change, a Mul mask whose data
-      side the diagonal rules read.
+      an EyeLike or an identity-shaped constant in a subgraph, an EyeLike in a model-local
+      function (or a function holding subgraphs), a node holding subgraphs among the nodes
+      the passes change, a Mul mask whose data side the diagonal rules read.
     - ``IRREGULAR_GRAPH``: the main graph is not one the scan can index as it is: a name
       defined twice, or read but never defined; an initializer that is also a graph input;
       sparse initializers; a neighbourhood onnx-ir cannot read.
