@@ -11,12 +11,12 @@ The whole-model path (deserialize everything, run the steps, serialize) is taken
 and the report's steps say why, when the neighbourhood cannot stand for the model. Every
 such fallback is one exception, :class:`~eyefold.errors.WholeModelNeeded`, carrying its
 reason in words and one of five kinds (:class:`~eyefold.errors.Fallback`): what the
-passes act on is out of reach (an EyeLike or identity-shaped constant in a subgraph or
-function, a node holding subgraphs or a mask reader in the neighbourhood), the graph is
-irregular (names defined twice or never, beyond what a sort repairs), an option works on
-the whole model (pinned input shapes), the upgrade on the proto cannot do it, or the
-result cannot be written back. Only the last is found after the neighbourhood's steps
-ran, so only then are its objects collected first.
+passes act on is out of reach (an EyeLike or identity-shaped constant in a subgraph, an
+EyeLike in a function, a node holding subgraphs or a mask reader in the neighbourhood),
+the graph is irregular (names defined twice or never, beyond what a sort repairs), an
+option works on the whole model (pinned input shapes), the upgrade on the proto cannot
+do it, or the result cannot be written back. Only the last is found after the
+neighbourhood's steps ran, so only then are its objects collected first.
 
 An opset upgrade converts every node, so it runs on the proto first
 (:mod:`eyefold.upgrade.on_proto`, the same conversion as the pipeline's upgrade step, on
@@ -221,7 +221,7 @@ def _extract(
     for position in index.eyelike:
         check_eyelike_proto(model.graph.node[position], "main")
     if index.obstacle is not None:
-        raise index.obstacle
+        raise WholeModelNeeded(*index.obstacle)
     core = core_nodes(index)
     reason = _out_of_reach(index, core)
     if reason is not None and reason == _out_of_reach(index, choose_nodes(index, (), core)):

@@ -7,9 +7,9 @@ elsewhere. This walk reads only names and op types (attributes only of the few n
 can hold subgraphs), so it costs a fraction of a protobuf parse, not an onnx-ir
 deserialization. Anything unusual is recorded as an ``obstacle``, of one of two kinds
 (:class:`~eyefold.errors.Fallback`): what the passes act on lies out of reach (an EyeLike
-or identity-shaped constant in a subgraph or function), or the graph is irregular (not
-in topological order, a value defined twice). The caller then takes the whole-model
-path, whose checks give the proper error or result.
+or identity-shaped constant in a subgraph, an EyeLike in a function), or the graph is
+irregular (not in topological order, a value defined twice). The caller then takes the
+whole-model path, whose checks give the proper error or result.
 
 The walk is the file path's largest cost after the protobuf parse, so it is written for
 speed: each node's fields are read once, in one comprehension; the cyclic garbage
@@ -35,7 +35,7 @@ from eyefold.core.proto_subgraphs import (
     outer_reads,
 )
 from eyefold.core.weightless import is_large, proto_nbytes
-from eyefold.errors import Fallback, WholeModelNeeded
+from eyefold.errors import Fallback
 from eyefold.model_files.tensors import attribute_tensors, body_tensors
 
 __all__ = ["GraphIndex", "scan_model"]
@@ -69,8 +69,9 @@ class GraphIndex:
             which the rules read as an identity operand, so its whole chain and its
             consumers belong to the neighbourhood.
         holders: indices of nodes that hold subgraphs.
-        obstacle: why the neighbourhood path cannot be taken (the first found, raised
-            by the caller once it has sorted what it can), or None.
+        obstacle: why the neighbourhood path cannot be taken, as the kind and the
+            reason of the :class:`~eyefold.errors.WholeModelNeeded` the caller raises
+            once it has sorted what it can (the first found), or None.
         unsorted: whether some node reads a value a later node defines (the graph is not
             in topological order; the file path sorts it and scans it again).
         node_inputs: each node's input names, by position.
@@ -97,7 +98,7 @@ class GraphIndex:
     identity_candidates: list[str] = dataclasses.field(default_factory=list)
     range_identities: list[int] = dataclasses.field(default_factory=list)
     holders: set[int] = dataclasses.field(default_factory=set)
-    obstacle: WholeModelNeeded | None = None
+    obstacle: tuple[Fallback, str] | None = None
     unsorted: bool = False
     node_inputs: list[list[str]] = dataclasses.field(default_factory=list)
     node_outputs: list[list[str]] = dataclasses.field(default_factory=list)
@@ -167,7 +168,7 @@ def _constant_candidate(node: onnx.NodeProto, dtypes: frozenset[int]) -> bool:
 def _note(index: GraphIndex, kind: Fallback, reason: str | None) -> None:
     """Records ``reason`` as the obstacle, unless one was found before it."""
     if index.obstacle is None and reason is not None:
-        index.obstacle = WholeModelNeeded(kind, reason)
+        index.obstacle = (kind, reason)
 
 
 def _subgraph_obstacle(graph: onnx.GraphProto, dtypes: frozenset[int]) -> str | None:

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import gc
+import weakref
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -25,6 +28,7 @@ from eyefold.model_files.load import model_from_memory
 from eyefold.options import PipelineOptions
 from eyefold.pipeline import pipeline_steps, run_steps
 from eyefold.proto_path import WHOLE_MODEL_STEP, optimize_proto
+from eyefold.proto_path.scan import GraphIndex
 from eyefold.testing import assert_same_outputs, canonical, random_inputs
 from tests.file_path.test_proto_path import compare_paths
 
@@ -278,3 +282,33 @@ def test_a_mask_no_inference_can_change_is_found_before_the_inference(
     run = optimize_proto(CASES[case].build(), PipelineOptions())
     assert (run.fallback, run.record.route["whole_model"]) == (Fallback.OUT_OF_REACH, reason)
     assert bool(calls) == inferred
+
+
+@pytest.mark.parametrize("case", ["eyelike-in-subgraph", "mask", "made-up-name-taken"])
+def test_the_scan_is_freed_before_the_whole_model_is_read(
+    case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What the file path built (its index of every node) is no garbage cycle: it goes
+    # when the fallback is caught, before the whole model takes its place in memory.
+    scans: list[weakref.ref[GraphIndex]] = []
+    alive: list[bool] = []
+    scan, whole_model = eyefold.proto_path.scan_model, eyefold.proto_path._whole_model
+
+    def kept_scan(*args: Any) -> GraphIndex:
+        index = scan(*args)
+        scans.append(weakref.ref(index))
+        return index
+
+    def whole_model_seeing(*args: Any, **kwargs: Any) -> Any:
+        alive.extend(found() is not None for found in scans)
+        return whole_model(*args, **kwargs)
+
+    monkeypatch.setattr(eyefold.proto_path, "scan_model", kept_scan)
+    monkeypatch.setattr(eyefold.proto_path, "_whole_model", whole_model_seeing)
+    gc.disable()  # freed by reference counting alone, not by a collection
+    try:
+        run = optimize_proto(CASES[case].build(), CASES[case].options)
+    finally:
+        gc.enable()
+    assert run.fallback is CASES[case].kind
+    assert alive == [False] * len(scans) and scans
