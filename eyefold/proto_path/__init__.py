@@ -371,12 +371,7 @@ def optimize_proto(
     record.ir_version_before = model.ir_version
     if not options.upgrade and (invalid := unregistered_op(model)) is not None:
         record.warnings.append(f"{invalid}; kept at that opset (--no-upgrade)")
-    upgrading = (
-        options.upgrade
-        and opset is not None
-        and opset < options.upgrade_target.opset
-        and not options.input_shapes
-    )
+    upgrading = options.upgrade and opset is not None and opset < options.upgrade_target.opset
     given = None  # the counts of the model as given, when an upgrade comes first
     try:
         if options.input_shapes:
