@@ -23,13 +23,14 @@ import onnx_ir as ir
 import pytest
 
 import eyefold.proto_path
-from eyefold.errors import EyefoldError, Fallback
+from eyefold.errors import EyefoldError, Fallback, WholeModelNeeded
 from eyefold.model_files.load import model_from_memory
 from eyefold.options import PipelineOptions
 from eyefold.pipeline import pipeline_steps, run_steps
 from eyefold.proto_path import WHOLE_MODEL_STEP, optimize_proto
 from eyefold.proto_path.scan import GraphIndex
 from eyefold.testing import assert_same_outputs, canonical, random_inputs
+from eyefold.upgrade.on_proto import upgrade_proto
 from tests.file_path.test_proto_path import compare_paths
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -233,8 +234,11 @@ def test_each_way_out_has_its_kind_and_the_whole_model_result(name: str) -> None
     model = case.build()
     try:
         run = optimize_proto(copy.deepcopy(model), case.options)
-    except EyefoldError:  # the whole-model path's precise error: compared below
-        assert case.kind is Fallback.UPGRADE
+    except EyefoldError:  # the whole-model path's precise error, compared below
+        # No run to read the kind from: the upgrade on the proto gives it.
+        with pytest.raises(WholeModelNeeded) as refused:
+            upgrade_proto(copy.deepcopy(model), case.options.upgrade_target.opset)
+        assert (refused.value.kind, refused.value.reason) == (case.kind, case.reason)
     else:
         assert (run.fallback, run.record.route) == (case.kind, {"whole_model": case.reason})
         assert f"{WHOLE_MODEL_STEP}: {case.reason}" in [s.name for s in run.record.steps]
