@@ -31,7 +31,6 @@ Rewriting and its bookkeeping:
 Around onnx's C++ code:
 
 - :mod:`eyefold.core.weightless`: the weightless copies handed to it;
-- :mod:`eyefold.core.inference_slices`: the slice its inference is handed for EyeLike inputs;
 - :mod:`eyefold.core.node_order`: graphs sorted first, as it needs them (one stable sort,
   for protos and onnx-ir models);
 - :mod:`eyefold.core.onnx_safety`: only models it cannot crash on.

@@ -12,39 +12,41 @@ exactly that round trip for the whole model. So this pass
   by typed graph inputs so no weight is copied, and runs inference once per root graph (the
   main graph, and each function that needs it);
 * writes back only the types and shapes of the EyeLike inputs, filling what is unknown.
+
+The slice, its model and the reading of onnx's answer are the file path's too
+(:mod:`eyefold.shape_facts.inference_slices`); this pass hands them its onnx-ir graph.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Iterator, Sequence
 
 import onnx
 import onnx_ir as ir
 
-from eyefold.core.inference_slices import (
-    InferenceSlice,
-    anchor_in_root,
+from eyefold.core.metadata_keys import BAKED_IN_KEY, RULE_FACTS_KEY
+from eyefold.core.proto_subgraphs import subgraph_attributes
+from eyefold.core.run_findings import RunFindings
+from eyefold.core.scopes import Scope, is_eyelike, iter_scopes, read_values
+from eyefold.core.shapes import merge_shapes
+from eyefold.core.weightless import (
+    ir_constant_input,
+    ir_large_constant,
+    ir_large_tensor,
+    is_large,
+)
+from eyefold.shape_facts.inference_slices import (
+    SLICE_GRAPH_NAME,
+    Declaration,
     backward_slice,
     declared_dim_params,
     forget_made_up_dims,
-    inferred_types,
-    slice_model,
+    infer_slice,
+    weightless_slice,
 )
-from eyefold.core.metadata_keys import BAKED_IN_KEY, RULE_FACTS_KEY
-from eyefold.core.run_findings import RunFindings
-from eyefold.core.scopes import is_eyelike, iter_scopes
-from eyefold.core.shapes import merge_shapes
-from eyefold.shape_facts.lost import (
-    SHAPE_LOST_KEY,
-    GraphFacts,
-    ShapeLoss,
-    copy_for_static_dims,
-    input_loss,
-    losses,
-    static_dims_used,
-)
-from eyefold.shape_facts.rounds import infer_with_values
+from eyefold.shape_facts.lost import SHAPE_LOST_KEY, ShapeLoss, input_loss, losses
 
 __all__ = [
     "RULE_FACTS_KEY",
@@ -101,16 +103,35 @@ class RuleOperands:
         return [v for v in found if v.graph is node.graph and needs_inference(v)]
 
 
-def _collect_slices(
+@dataclasses.dataclass
+class _RootTargets:
+    """The values to learn in one root graph, and the root nodes whose slice computes them.
+
+    A value inside a subgraph is computed by the slice of the root node holding it.
+    """
+
+    root: ir.Graph
+    opset_imports: dict[str, int]
+    targets: list[ir.Value] = dataclasses.field(default_factory=list)
+    anchors: list[ir.Node] = dataclasses.field(default_factory=list)
+
+
+def _anchor_in_root(scope: Scope, source: ir.Value) -> ir.Node | None:
+    """The root-graph node whose backward slice determines ``source``."""
+    if scope.top_node is not None:
+        return scope.top_node
+    return source.producer()
+
+
+def _collect_targets(
     model: ir.Model, operands: RuleOperands, dynamic_inputs: list[ir.Value]
-) -> list[InferenceSlice]:
-    """The slices to infer, one per root graph.
+) -> list[_RootTargets]:
+    """The values to infer, one entry per root graph.
 
     EyeLike inputs that are graph inputs with dynamic dims go to ``dynamic_inputs``:
     there is nothing to infer, their shape is lost right there.
     """
-    slices: dict[int, InferenceSlice] = {}
-    anchors: dict[int, list[ir.Node]] = {}
+    found: dict[int, _RootTargets] = {}
     for scope in iter_scopes(model):
         root = scope.function.graph if scope.function is not None else model.graph
         for node in scope.graph:
@@ -123,17 +144,101 @@ def _collect_slices(
             wanted += operands.of(node) if operands.ops else []
             if not wanted:
                 continue
-            if id(root) not in slices:
+            if id(root) not in found:
                 opsets = (
                     scope.function.opset_imports if scope.function else model.opset_imports
                 )
-                slices[id(root)] = InferenceSlice(root, dict(opsets))
-                anchors[id(root)] = []
-            slices[id(root)].targets.extend(wanted)
-            anchors[id(root)].extend(anchor_in_root(scope, value) for value in wanted)
-    for key, piece in slices.items():
-        piece.nodes = backward_slice(piece.root, [a for a in anchors[key] if a is not None])
-    return list(slices.values())
+                found[id(root)] = _RootTargets(root, dict(opsets))
+            found[id(root)].targets.extend(wanted)
+            anchors = (_anchor_in_root(scope, value) for value in wanted)
+            found[id(root)].anchors.extend(a for a in anchors if a is not None)
+    return list(found.values())
+
+
+class _Reads(Sequence[tuple[ir.Value, ...]]):
+    """What each node reads (:func:`~eyefold.core.scopes.read_values`), when asked.
+
+    The slice asks only about its own nodes.
+    """
+
+    def __init__(self, nodes: list[ir.Node]) -> None:
+        self._nodes = nodes
+
+    def __getitem__(self, position: int) -> tuple[ir.Value, ...]:  # type: ignore[override]
+        return tuple(read_values(self._nodes[position]))
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+
+class _GraphSource:
+    """A root graph as the slice reads it: its values are the keys.
+
+    Only the slice's nodes are serialized, each subgraph among them under a name of its
+    own, so that what onnx infers in it maps back (``graph_names``).
+    """
+
+    def __init__(self, root: ir.Graph) -> None:
+        self.root = root
+        self._nodes = list(root)
+        self.reads = _Reads(self._nodes)
+        self.outputs = [node.outputs for node in self._nodes]
+        self.producer = {value: p for p, values in enumerate(self.outputs) for value in values}
+        self.large_constants = {
+            p for p, node in enumerate(self._nodes) if ir_large_constant(node)
+        }
+        self.graph_names: dict[str, ir.Graph] = {SLICE_GRAPH_NAME: root}
+
+    def position(self, node: ir.Node) -> int:
+        """Where ``node`` stands in the root graph."""
+        if node.outputs:
+            return self.producer[node.outputs[0]]
+        return self._nodes.index(node)
+
+    def nodes(self, positions: list[int]) -> Iterator[onnx.NodeProto]:
+        """The nodes at ``positions``, serialized, their subgraphs named."""
+        for position in positions:
+            node = self._nodes[position]
+            proto = ir.serde.serialize_node(node)
+            _name_subgraphs(node, proto, self.graph_names)
+            yield proto
+
+    def declare(self, value: ir.Value) -> Declaration | None:
+        """A large Constant's output, or an initializer or graph input of the root graph."""
+        if value.graph is not self.root:
+            return None  # a subgraph's own value
+        producer = value.producer()
+        if producer is not None:  # the slice computes every other produced value
+            constant = producer.attributes["value"].value
+            return ir_constant_input(value.name or "", constant), ir_large_tensor(constant)
+        if not value.name:
+            return None
+        tensor = value.const_value
+        if tensor is not None and not is_large(tensor.nbytes):
+            proto = ir.serde.serialize_tensor(tensor)
+            proto.name = value.name
+            return proto
+        large = None if tensor is None or value.is_graph_input() else ir_large_tensor(tensor)
+        return ir.serde.serialize_value(value), large
+
+
+def _name_subgraphs(
+    ir_node: ir.Node, proto_node: onnx.NodeProto, names: dict[str, ir.Graph]
+) -> None:
+    """Gives every serialized subgraph a unique name, mapped to its ir.Graph."""
+    for proto_attr, proto_graphs in subgraph_attributes(proto_node):
+        ir_attr = ir_node.attributes.get(proto_attr.name)
+        if ir_attr is None:
+            continue
+        if proto_attr.type == onnx.AttributeProto.GRAPH:
+            ir_graphs: Sequence[ir.Graph] = [ir_attr.as_graph()]
+        else:
+            ir_graphs = ir_attr.as_graphs()
+        for ir_graph, proto_graph in zip(ir_graphs, proto_graphs, strict=True):
+            proto_graph.name = f"eyefold_subgraph_{len(names)}"
+            names[proto_graph.name] = ir_graph
+            for inner_ir, inner_proto in zip(ir_graph, proto_graph.node, strict=True):
+                _name_subgraphs(inner_ir, inner_proto, names)
 
 
 def _apply(target: ir.Value, type_proto: onnx.TypeProto) -> bool:
@@ -174,34 +279,47 @@ class _Learned:
 def _learn(model: ir.Model, operands: RuleOperands | None = None) -> _Learned:
     """What onnx's inference, with shape values computed between rounds, finds."""
     learned = _Learned()
-    slices = _collect_slices(model, operands or RuleOperands(), learned.dynamic_inputs)
-    for piece in slices:
-        sliced = slice_model(model, piece)
-        proto, names, defused = sliced.proto, sliced.names, sliced.defused
-        declared = declared_dim_params(proto)
+    inputs = [v.name for v in model.graph.inputs if v.name]
+    for piece in _collect_targets(model, operands or RuleOperands(), learned.dynamic_inputs):
+        source = _GraphSource(piece.root)
+        sliced = weightless_slice(
+            source,
+            backward_slice(source, [source.position(node) for node in piece.anchors]),
+            [t.name for t in piece.targets if t.name],
+            ir_version=model.ir_version,
+            opset_imports=(
+                onnx.OperatorSetIdProto(domain=d, version=v)
+                for d, v in piece.opset_imports.items()
+            ),
+            functions=(ir.serde.serialize_function(f) for f in model.functions.values()),
+        )
+        # onnx's messages name the slice's graphs; say them as the user's model names them.
+        for proto_name, ir_graph in source.graph_names.items():
+            sliced.defused.names[proto_name] = ir_graph.name or (
+                "main graph" if ir_graph is model.graph else "subgraph"
+            )
+        declared = declared_dim_params(sliced.model)
         root_targets = [t.name for t in piece.targets if t.graph is piece.root and t.name]
-        inputs = [v.name for v in model.graph.inputs if v.name]
-        built = copy_for_static_dims(proto, inputs)
         try:
-            inference = infer_with_values(proto, root_targets, large=sliced.large)
+            found = infer_slice(sliced, root_targets, inputs)
         except Exception as error:  # onnx raises several unrelated types here
-            learned.failure = f"onnx shape inference failed: {defused.restore(str(error))}"
+            message = sliced.defused.restore(str(error))
+            learned.failure = f"onnx shape inference failed: {message}"
             logger.warning("%s", learned.failure)
             continue
-        types = inferred_types(inference.model, names)
+        types = found.declarations(source.graph_names)
+        graph_names = {id(graph): name for name, graph in source.graph_names.items()}
         for target in piece.targets:
-            graph = target.graph
-            found = types.get((id(graph), target.name or "")) if graph else None
-            if found is not None:
-                forget_made_up_dims(found, declared)
-                learned.types.append((target, found))
+            info = types.get((graph_names.get(id(target.graph), ""), target.name or ""))
+            if info is not None:
+                forget_made_up_dims(info.type, declared)
+                learned.types.append((target, info.type))
         sources = [t for t in piece.targets if t.name in root_targets and _feeds_eyelike(t)]
-        lost = losses(inference, [t.name or "" for t in sources], inputs)
+        names = [t.name or "" for t in sources]
+        lost = losses(found.inference, names, inputs)
         learned.losses.extend((t, lost[t.name]) for t in sources if t.name in lost)
-        if built is not None:
-            facts = GraphFacts.before_rounds(built, inference, sliced.large)
-            used = static_dims_used(facts, [t.name or "" for t in sources], inputs)
-            learned.baked_in.extend((t, used[t.name]) for t in sources if t.name in used)
+        used = found.baked_in(names)
+        learned.baked_in.extend((t, used[t.name]) for t in sources if t.name in used)
     return learned
 
 

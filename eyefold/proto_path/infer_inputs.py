@@ -4,11 +4,9 @@ An EyeLike whose input nothing declares (a Reshape or MatMul output, as exporter
 them) makes the neighbourhood take the input's whole backward slice, for the pipeline's
 ``infer-input-shapes`` step to run onnx's inference on it. On a long chain that slice is
 the whole model, and deserializing it into onnx-ir costs what the whole-model path costs.
-Here the same inference runs first, in protobuf: the slice is copied into a weightless
-GraphProto built as that step builds its own (no value_info of the model, small
-initializers inline, large ones and large Constants' outputs as inputs typed from their
-tensors, EyeLike ``dtype`` defused), and inferred
-with data propagation. An input that comes out with an
+Here the same inference runs first, on the proto: the scan's columns go to
+:mod:`eyefold.shape_facts.inference_slices`, which walks the slice, builds its weightless
+model and reads what onnx found for that step too. An input that comes out with an
 element type and a fully static shape is then declared in the neighbourhood as a typed
 stand-in, so the neighbourhood needs only the EyeLike's direct producer, and the step
 finds nothing left to infer: the fold, the report and the value_info written back are
@@ -31,24 +29,30 @@ without walking the slice at all.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 import onnx
 from onnx import numpy_helper
 
 from eyefold.core.domains import DEFAULT_DOMAINS
 from eyefold.core.weightless import (
-    LargeTensor,
     is_large,
     proto_large_constant,
     proto_large_tensor,
     proto_nbytes,
     typed_input,
-    weightless_model,
 )
 from eyefold.proto_path.scan import GraphIndex
-from eyefold.shape_facts.lost import GraphFacts, copy_for_static_dims, static_dims_used
-from eyefold.shape_facts.rounds import Dims, dims_of, infer_with_values
+from eyefold.shape_facts.inference_slices import (
+    SLICE_GRAPH_NAME,
+    Declaration,
+    Slice,
+    backward_slice,
+    infer_slice,
+    weightless_slice,
+)
+from eyefold.shape_facts.lost import GraphFacts, static_dims_used
+from eyefold.shape_facts.rounds import Dims, dims_of
 from eyefold.shape_facts.values import MAX_ELEMENTS, PartialValue, ValuesOnDemand, from_array
 from eyefold.upgrade.on_proto import ConverterTypes
 
@@ -66,80 +70,47 @@ def _undeclared_targets(index: GraphIndex) -> list[str]:
     return list(targets)
 
 
-def _slice(index: GraphIndex, targets: list[str]) -> tuple[list[int], set[int]]:
-    """Positions of the nodes the targets depend on, ascending, and the large Constants.
+class _IndexSource:
+    """The main graph as the slice reads it, from the scan's columns.
 
-    The slice stops at a large Constant: its output becomes an input of the slice.
+    A node holding subgraphs reads, besides its inputs, the outer values they read.
     """
-    large_constants = set(index.large_constants)
-    selected: set[int] = set()
-    large: set[int] = set()
-    work = [index.producer[name] for name in targets]
-    while work:
-        position = work.pop()
-        if position in selected:
-            continue
-        selected.add(position)
-        if position in large_constants:
-            large.add(position)
-            continue
-        for name in index.node_inputs[position]:
-            producer = index.producer.get(name)
-            if producer is not None and producer not in selected:
-                work.append(producer)
-    return sorted(selected), large
 
+    def __init__(self, index: GraphIndex) -> None:
+        self.index = index
+        self.reads: list[list[str]] = index.node_inputs
+        if index.outer_reads:
+            self.reads = list(index.node_inputs)
+            for position, names in index.outer_reads.items():
+                self.reads[position] = [*self.reads[position], *names]
+        self.outputs = index.node_outputs
+        self.producer = index.producer
+        self.large_constants = set(index.large_constants)
 
-def _slice_model(
-    model: onnx.ModelProto,
-    index: GraphIndex,
-    sliced: tuple[list[int], set[int]],
-    targets: list[str],
-) -> tuple[onnx.ModelProto, dict[str, LargeTensor]]:
-    """The weightless ModelProto of the slice, as ``infer-input-shapes`` builds one.
+    def nodes(self, positions: list[int]) -> Iterable[onnx.NodeProto]:
+        """The graph's own NodeProtos (copied by the slice's graph)."""
+        node = self.index.graph.node
+        return (node[p] for p in positions)
 
-    With the large tensors it declares as inputs, of which a shape chain may read a few
-    elements.
-    """
-    source = index.graph
-    positions, large = sliced
-    proto = onnx.ModelProto()
-    graph = proto.graph
-    graph.name = "eyefold_slice"
-    tensors: dict[str, LargeTensor] = {}
-    kept = [p for p in positions if p not in large]
-    for position in sorted(large):
-        tensor = proto_large_constant(source.node[position])
-        assert tensor is not None  # the index's large Constants are these
-        name = index.node_outputs[position][0]
-        graph.input.append(typed_input(name, tensor))
-        tensors[name] = proto_large_tensor(tensor)
-    graph.node.extend(source.node[p] for p in kept)
-    produced = {name for p in kept for name in index.node_outputs[p]}
-    free: dict[str, None] = {}
-    for position in kept:
-        free.update(
-            dict.fromkeys(n for n in index.node_inputs[position] if n and n not in produced)
-        )
-    for name in free:
+    def declare(self, name: str) -> Declaration | None:
+        """A large Constant's output, or an initializer or graph input of the main graph."""
+        index = self.index
+        graph = index.graph
+        producer = index.producer.get(name)
+        if producer is not None:  # the slice computes every other produced value
+            tensor = proto_large_constant(graph.node[producer])
+            assert tensor is not None  # the index's large Constants are these
+            return typed_input(name, tensor), proto_large_tensor(tensor)
         if name in index.initializers:
-            tensor = source.initializer[index.initializers[name]]
+            tensor = graph.initializer[index.initializers[name]]
             if not is_large(proto_nbytes(tensor)):
-                graph.initializer.append(tensor)
-            else:  # onnx-ir types an initializer from its tensor
-                graph.input.append(typed_input(name, tensor))
-                if name not in index.inputs:
-                    tensors[name] = proto_large_tensor(tensor)
-        elif name in index.inputs:
-            graph.input.append(source.input[index.inputs.index(name)])
-    graph.output.extend(onnx.ValueInfoProto(name=name) for name in targets)
-    proto, _ = weightless_model(
-        proto,
-        ir_version=model.ir_version,
-        opset_imports=model.opset_import,
-        functions=model.functions,
-    )
-    return proto, tensors
+                return tensor
+            # Typed from its tensor, as onnx-ir types an initializer.
+            large = None if name in index.inputs else proto_large_tensor(tensor)
+            return typed_input(name, tensor), large
+        if name in index.inputs:
+            return graph.input[index.inputs.index(name)], None
+        return None
 
 
 def _is_static(type_proto: onnx.TypeProto) -> bool:
@@ -150,20 +121,16 @@ def _is_static(type_proto: onnx.TypeProto) -> bool:
 
 
 def _typed_by_converter(
-    index: GraphIndex,
-    sliced: tuple[list[int], set[int]],
-    targets: list[str],
-    converted: ConverterTypes | None,
+    index: GraphIndex, sliced: Slice, targets: list[str], converted: ConverterTypes | None
 ) -> dict[str, onnx.ValueInfoProto] | None:
     """The targets' declarations from the converter's types, or None: the inference runs.
 
     Only where those types stand for this inference's (see the module docstring).
     """
-    positions, large = sliced
-    if converted is None or converted.declared or large:
+    if converted is None or converted.declared or sliced.large:
         return None
     outputs = set(index.outputs)
-    if any(name in outputs for p in positions for name in index.node_outputs[p]):
+    if any(name in outputs for p in sliced.positions for name in index.node_outputs[p]):
         return None
     return _converter_declarations(targets, converted)
 
@@ -216,10 +183,12 @@ def infer_undeclared_inputs(
     targets = _undeclared_targets(index)
     if not targets:
         return {}, {}
+    source = _IndexSource(index)
+    starts = [index.producer[name] for name in targets]
     typed = _typed_before_slicing(index, targets, converted)
     sliced = None
     if typed is None:
-        sliced = _slice(index, targets)
+        sliced = backward_slice(source, starts)
         typed = _typed_by_converter(index, sliced, targets, converted)
     if typed is not None:
         assert converted is not None  # only the converter's types are taken unsliced
@@ -228,23 +197,26 @@ def infer_undeclared_inputs(
         if not any(used.values()):
             return typed, used
         # The walk reached static input dims: the slice's inference checks them.
-    proto, large = _slice_model(model, index, sliced or _slice(index, targets), targets)
-    inputs = [info.name for info in index.graph.input]
-    built = copy_for_static_dims(proto, inputs)
+    built = weightless_slice(
+        source,
+        sliced if sliced is not None else backward_slice(source, starts),
+        targets,
+        ir_version=model.ir_version,
+        opset_imports=model.opset_import,
+        functions=model.functions,
+    )
     try:
-        inference = infer_with_values(proto, targets, large=large)
+        found = infer_slice(built, targets, [info.name for info in index.graph.input])
     except Exception:  # the step meets the same failure on the whole slice and says it
         return {}, {}
-    wanted = set(targets)
+    inferred = found.declarations()
     declared = {
-        info.name: info
-        for info in [*inference.model.graph.output, *inference.model.graph.value_info]
-        if info.name in wanted and _is_static(info.type)
+        name: info
+        for name in targets
+        if (info := inferred.get((SLICE_GRAPH_NAME, name))) is not None
+        and _is_static(info.type)
     }
-    if built is None:
-        return declared, {}
-    facts = GraphFacts.before_rounds(built, inference, large)
-    return declared, static_dims_used(facts, list(declared), inputs)
+    return declared, found.baked_in(list(declared))
 
 
 class _NodesByOutput(Mapping[str, onnx.NodeProto]):

@@ -69,6 +69,8 @@ class GraphIndex:
             which the rules read as an identity operand, so its whole chain and its
             consumers belong to the neighbourhood.
         holders: indices of nodes that hold subgraphs.
+        outer_reads: the outer values a holder's subgraphs read besides its inputs, by
+            the holder's index, sorted.
         obstacle: why the neighbourhood path cannot be taken, as the kind and the
             reason of the :class:`~eyefold.errors.WholeModelNeeded` the caller raises
             once it has sorted what it can (the first found), or None.
@@ -98,6 +100,7 @@ class GraphIndex:
     identity_candidates: list[str] = dataclasses.field(default_factory=list)
     range_identities: list[int] = dataclasses.field(default_factory=list)
     holders: set[int] = dataclasses.field(default_factory=set)
+    outer_reads: dict[int, list[str]] = dataclasses.field(default_factory=dict)
     obstacle: tuple[Fallback, str] | None = None
     unsorted: bool = False
     node_inputs: list[list[str]] = dataclasses.field(default_factory=list)
@@ -255,8 +258,10 @@ def _index_node(
         reads |= outer_reads(sub)
         if index.obstacle is None:  # the walk below is spared once one is found
             _note(index, Fallback.OUT_OF_REACH, _subgraph_obstacle(sub, dtypes))
-    if reads:
-        for name in reads - set(node.input):
+    outer = sorted(reads - set(node.input))
+    if outer:
+        index.outer_reads[position] = outer
+        for name in outer:
             index.consumers.setdefault(name, []).append(position)
     if candidate:
         index.identity_candidates.extend(node.output)

@@ -339,6 +339,7 @@ def test_the_order_shortcut_gives_what_the_slice_gives() -> None:
     # slice's own conditions give. Where the order cannot tell, the slice decides.
     from eyefold.proto_path import infer_inputs
     from eyefold.proto_path.scan import scan_model
+    from eyefold.shape_facts.inference_slices import backward_slice
     from eyefold.upgrade.on_proto import upgrade_proto
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -359,7 +360,9 @@ def test_the_order_shortcut_gives_what_the_slice_gives() -> None:
         targets = infer_inputs._undeclared_targets(index)
         assert targets
         shortcut = infer_inputs._typed_before_slicing(index, targets, converted)
-        sliced = infer_inputs._slice(index, targets)
+        sliced = backward_slice(
+            infer_inputs._IndexSource(index), [index.producer[name] for name in targets]
+        )
         by_slice = infer_inputs._typed_by_converter(index, sliced, targets, converted)
         assert (shortcut is not None) == shortcut_taken
         if shortcut is not None:
@@ -378,13 +381,13 @@ def test_converter_types_spare_the_second_inference(monkeypatch) -> None:
     import generate
 
     calls: list[int] = []
-    real = infer_inputs.infer_with_values
+    real = infer_inputs.infer_slice
 
-    def spy(proto, targets, **options):
+    def spy(sliced, targets, model_inputs):
         calls.append(len(targets))
-        return real(proto, targets, **options)
+        return real(sliced, targets, model_inputs)
 
-    monkeypatch.setattr(infer_inputs, "infer_with_values", spy)
+    monkeypatch.setattr(infer_inputs, "infer_slice", spy)
     plain = generate.opset9(140)
     declared = copy.deepcopy(plain)
     declared.graph.value_info.append(
