@@ -401,3 +401,114 @@ def test_converter_types_spare_the_second_inference(monkeypatch) -> None:
         calls.clear()
         assert compare_paths(model, options, run=True) == NEIGHBOURHOOD_STEP
         assert bool(calls) == inferred, (options, calls)
+
+
+def _branch_model() -> onnx.ModelProto:
+    """An EyeLike whose input's shape comes through an If, whose branches read ``h``.
+
+    ``h`` is computed in the main graph and read only by the branches; the chain after the
+    If reads a large initializer, a large Constant and a small initializer.
+    """
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    def branch(name: str, op: str) -> onnx.GraphProto:
+        out = helper.make_tensor_value_info(f"{name}_out", TensorProto.FLOAT, None)
+        node = helper.make_node(op, ["h"], [f"{name}_out"])
+        return helper.make_graph([node], name, [], [out])
+
+    rng = np.random.default_rng(0)
+    big_c = numpy_helper.from_array(rng.standard_normal((64, 64), dtype=np.float32), "big_c")
+    nodes = [
+        helper.make_node("Relu", ["x"], ["h"], name="relu"),
+        helper.make_node(
+            "If",
+            ["cond"],
+            ["r"],
+            name="branch",
+            then_branch=branch("then", "Relu"),
+            else_branch=branch("else", "Neg"),
+        ),
+        helper.make_node("MatMul", ["r", "big_w"], ["m"], name="mm_w"),
+        helper.make_node("Constant", [], ["big_c"], name="big_c", value=big_c),
+        helper.make_node("MatMul", ["m", "big_c"], ["p"], name="mm_c"),
+        helper.make_node("Add", ["p", "b"], ["pb"], name="bias"),
+        helper.make_node("Transpose", ["pb"], ["q"], name="transpose"),
+        helper.make_node("EyeLike", ["q"], ["e"], name="eye"),
+        helper.make_node("Add", ["e", "q"], ["y"], name="out"),
+    ]
+    initializers = [
+        numpy_helper.from_array(rng.standard_normal((32, 64), dtype=np.float32), "big_w"),
+        numpy_helper.from_array(rng.standard_normal(64, dtype=np.float32), "b"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "branch_feeds_eyelike",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 32]),
+            helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 4])],
+        initializers,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_the_proto_slice_follows_what_subgraphs_read() -> None:
+    # The If's branches read h: onnx types their outputs, hence q, only from h's
+    # producer. The file path's slice holds it as the whole-model path's does, so q comes
+    # out static on the proto and the If stays out of the neighbourhood.
+    model = _branch_model()
+    for options in (OPTIONS["no-upgrade"], OPTIONS["default"]):
+        assert compare_paths(model, options, run=True) == NEIGHBOURHOOD_STEP
+
+
+def _slice_handed(monkeypatch, module, run) -> list[tuple[object, ...]]:
+    """What ``run`` hands onnx's inference through ``module``: each slice, described."""
+    real = module.infer_slice
+    handed: list[tuple[object, ...]] = []
+
+    def spy(sliced, targets, model_inputs):
+        graph = sliced.model.graph
+        handed.append(
+            (
+                [(n.op_type, n.domain, list(n.input), list(n.output)) for n in graph.node],
+                [(i.name, i.type.SerializeToString()) for i in graph.input],
+                [(t.name, list(t.dims)) for t in graph.initializer],
+                [o.name for o in graph.output],
+                sorted((o.domain, o.version) for o in sliced.model.opset_import),
+                sorted(sliced.large),
+                list(targets),
+                list(model_inputs),
+            )
+        )
+        return real(sliced, targets, model_inputs)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(module, "infer_slice", spy)
+        run()
+    return handed
+
+
+def test_both_paths_hand_onnx_the_same_slice(monkeypatch) -> None:
+    # The file path's inference, on the proto, and infer-input-shapes, on the onnx-ir
+    # model, build the slice the same way: same nodes, inputs typed alike, the same small
+    # initializers carried and the same large tensors declared.
+    from eyefold.passes import infer_input_shapes
+    from eyefold.proto_path import infer_inputs
+
+    model = _branch_model()
+    options = OPTIONS["no-upgrade"]
+    on_proto = _slice_handed(
+        monkeypatch, infer_inputs, lambda: optimize_proto(copy.deepcopy(model), options)
+    )
+    whole = _slice_handed(
+        monkeypatch, infer_input_shapes, lambda: _whole_model(copy.deepcopy(model), options)
+    )
+    assert len(on_proto) == len(whole) == 1
+    assert on_proto == whole
+    nodes, inputs, initializers, _, _, large, _, _ = on_proto[0]
+    assert [op for op, *_ in nodes] == ["Relu", "If", "MatMul", "MatMul", "Add", "Transpose"]
+    assert [name for name, _ in inputs] == ["x", "cond", "big_w", "big_c"]
+    assert initializers == [("b", [64])]
+    assert large == ["big_c", "big_w"]
