@@ -29,7 +29,7 @@ import onnx_ir as ir
 from eyefold.core.metadata_keys import BAKED_IN_KEY, RULE_FACTS_KEY
 from eyefold.core.proto_subgraphs import subgraph_attributes
 from eyefold.core.run_findings import RunFindings
-from eyefold.core.scopes import Scope, is_eyelike, iter_scopes, read_values
+from eyefold.core.scopes import is_eyelike, iter_scopes, read_values
 from eyefold.core.shapes import merge_shapes
 from eyefold.core.weightless import (
     ir_constant_input,
@@ -105,22 +105,12 @@ class RuleOperands:
 
 @dataclasses.dataclass
 class _RootTargets:
-    """The values to learn in one root graph, and the root nodes whose slice computes them.
-
-    A value inside a subgraph is computed by the slice of the root node holding it.
-    """
+    """The values to learn in one root graph, and the root nodes whose slice computes them."""
 
     root: ir.Graph
     opset_imports: dict[str, int]
     targets: list[ir.Value] = dataclasses.field(default_factory=list)
     anchors: list[ir.Node] = dataclasses.field(default_factory=list)
-
-
-def _anchor_in_root(scope: Scope, source: ir.Value) -> ir.Node | None:
-    """The root-graph node whose backward slice determines ``source``."""
-    if scope.top_node is not None:
-        return scope.top_node
-    return source.producer()
 
 
 def _collect_targets(
@@ -150,7 +140,8 @@ def _collect_targets(
                 )
                 found[id(root)] = _RootTargets(root, dict(opsets))
             found[id(root)].targets.extend(wanted)
-            anchors = (_anchor_in_root(scope, value) for value in wanted)
+            top = scope.top_node  # in a subgraph: the root node holding it
+            anchors = [top] if top is not None else [value.producer() for value in wanted]
             found[id(root)].anchors.extend(a for a in anchors if a is not None)
     return list(found.values())
 
