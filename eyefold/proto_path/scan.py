@@ -258,7 +258,7 @@ def _index_node(
         reads |= outer_reads(sub)
         if index.obstacle is None:  # the walk below is spared once one is found
             _note(index, Fallback.OUT_OF_REACH, _subgraph_obstacle(sub, dtypes))
-    outer = sorted(reads - set(node.input))
+    outer = sorted(reads - set(node.input)) if reads else []
     if outer:
         index.outer_reads[position] = outer
         for name in outer:
