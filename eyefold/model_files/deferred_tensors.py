@@ -103,9 +103,14 @@ class _MarkedTensor:
 
 @dataclasses.dataclass
 class _Deferred:
-    """One deferred tensor: its initializer's position, its array and its marker."""
+    """One deferred tensor: its initializer's position and name, its array and marker.
+
+    The name is the initializer's, kept apart from the tensor's own: one tensor may back
+    several initializers, and the caller's tensor is not renamed.
+    """
 
     position: int
+    name: str
     tensor: ir.Tensor
     array: np.ndarray
     marker: bytes
@@ -139,7 +144,8 @@ class DeferredTensors:
     def of_model(cls, model: ir.Model) -> DeferredTensors:
         """``model`` serialized, the large in-memory initializers of its main graph deferred.
 
-        The model is left as it was: each tensor is put back once serialized.
+        The model is left as it was: each tensor is put back once serialized, under its
+        own name (onnx-ir's serializer names the stand-in after the value).
 
         Raises:
             onnx_ir.serde.SerdeError: a value cannot be serialized.
@@ -155,7 +161,6 @@ class DeferredTensors:
             for name in arrays:
                 value = initializers[name]
                 assert isinstance(value.const_value, ir.Tensor)  # streamable_array checked it
-                value.const_value.name = value.name  # as onnx-ir's serializer names it
                 marked[name] = _MarkedTensor(value.const_value)
                 value.const_value = marked[name]  # type: ignore[assignment]
             deferred = cls(ir.serde.serialize_model(model))
@@ -166,29 +171,34 @@ class DeferredTensors:
             for position, entry in enumerate(deferred.proto.graph.initializer):
                 if (mark := marked.get(entry.name)) is not None:
                     deferred._pending.append(
-                        _Deferred(position, mark.tensor, arrays[entry.name], mark.marker)
+                        _Deferred(
+                            position, entry.name, mark.tensor, arrays[entry.name], mark.marker
+                        )
                     )
         return deferred
 
     def add(self, value: ir.Value) -> None:
         """Appends ``value``'s tensor as the graph's next initializer, deferred if large.
 
-        A tensor that is not a plain array of at least a MiB (or on a big-endian
-        machine, where its array is not its ``raw_data``) is serialized in place at once.
+        The entry is named after ``value``, whatever its tensor's name. A tensor that is
+        not a plain array of at least a MiB (or on a big-endian machine, where its array
+        is not its ``raw_data``) is serialized in place at once.
         """
         tensor = value.const_value
-        assert tensor is not None
+        assert tensor is not None and value.name
         graph = self.proto.graph
         placeholder = graph.initializer.add()
         array = streamable_array(value)
         if array is None:
             ir.serde.serialize_tensor_into(placeholder, tensor)
+            placeholder.name = value.name
             return
         assert isinstance(tensor, ir.Tensor)  # streamable_array checked it
         marked = _MarkedTensor(tensor)
         ir.serde.serialize_tensor_into(placeholder, marked)  # type: ignore[arg-type]
+        placeholder.name = value.name
         position = len(graph.initializer) - 1
-        self._pending.append(_Deferred(position, tensor, array, marked.marker))
+        self._pending.append(_Deferred(position, value.name, tensor, array, marked.marker))
 
     def fill(self) -> onnx.ModelProto:
         """Serializes each deferred tensor into its place; returns the complete proto."""
@@ -198,6 +208,7 @@ class DeferredTensors:
             assert placeholder.raw_data == deferred.marker, "a deferred initializer moved"
             placeholder.Clear()
             ir.serde.serialize_tensor_into(placeholder, deferred.tensor)
+            placeholder.name = deferred.name
         self._pending.clear()
         return self.proto
 

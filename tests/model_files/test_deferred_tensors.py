@@ -339,3 +339,33 @@ def test_a_streamed_fold_costs_about_one_copy_of_it(tmp_path: Path, route: str) 
         assert json.loads(report.read_text())["steps"][1]["name"].startswith(route)
     assert (tmp_path / "out_64M.onnx").stat().st_size > fold_bytes
     assert peaks["64M"] - peaks["1M"] < 1.5 * fold_bytes, peaks
+
+
+def _sharing_one_tensor(names: list[str]) -> list[ir.Value]:
+    """Initializers backed by one large tensor, whose own name is none of theirs."""
+    tensor = ir.Tensor(np.eye(600, dtype=np.float32), name="shared")
+    return [
+        ir.Value(name=name, shape=ir.Shape(tensor.shape), const_value=tensor)
+        for name in names
+    ]
+
+
+def test_one_tensor_behind_two_initializers_gives_each_entry_its_own_name() -> None:
+    model = _ir_model(_sharing_one_tensor(["first", "second"]))
+    deferred = DeferredTensors.of_model(model)
+    assert model.graph.initializers["first"].const_value.name == "shared"  # not renamed
+    written = _written(deferred)
+    filled = deferred.fill()
+    assert [t.name for t in filled.graph.initializer] == ["first", "second"]
+    assert filled.SerializeToString() == written
+    # onnx-ir's own serializer names each entry after its value too (renaming the tensor).
+    assert written == ir.to_proto(model).SerializeToString()
+
+
+def test_a_tensor_added_under_two_names_gives_each_entry_its_own_name() -> None:
+    values = _sharing_one_tensor(["first", "second"])
+    deferred = _deferred(_base_proto(), values)
+    written = _written(deferred)
+    names = [t.name for t in deferred.fill().graph.initializer]
+    assert names == ["w", "first", "second"]
+    assert deferred.proto.SerializeToString() == written
