@@ -24,12 +24,14 @@ place. (Protobuf also reads a message written in several pieces, so the large te
 could be appended after the rest of the graph; but that file differs from the filled-in
 proto's, in its bytes and in the order of its initializers.)
 
-Finding the places: each marker is found from the end of the graph field (large
-initializers are new ones, usually its last, so few bytes are scanned); the bytes around
-it must be exactly the placeholder's own serialization, and the graph field is found by
-reading the model's top-level fields. Anything unexpected writes the filled-in proto
-instead, which is always right. A marker cannot occur by chance where it is looked for (16
-random bytes: odds of 2^-128 per position).
+Finding the places: the markers are searched for from the end of the graph field, the
+last initializer's first, each search ending where the one after it was found (large
+initializers are new ones, usually its last, and the bytes after them are scanned once,
+however many there are); the bytes around each must be exactly the placeholder's own
+serialization, and the graph field is found by reading the model's top-level fields.
+Anything unexpected writes the filled-in proto instead, which is always right. A marker
+cannot occur by chance where it is looked for (16 random bytes: odds of 2^-128 per
+position).
 """
 
 from __future__ import annotations
@@ -233,10 +235,14 @@ class DeferredTensors:
         """The complete serialization in pieces, the deferred data from its arrays."""
         view = memoryview(serialized)
         header, start, end = _graph_field(serialized)
-        places = sorted(
-            (_place(serialized, start, end, d, self.proto) for d in self._pending),
-            key=lambda place: place.start,
-        )
+        # Entries lie in the order of their positions: each search, last to first, ends
+        # where the one after it was found, so every byte is scanned at most once.
+        places: list[_Place] = []
+        limit = end
+        for deferred in sorted(self._pending, key=lambda d: d.position, reverse=True):
+            places.append(_place(serialized, start, limit, deferred, self.proto))
+            limit = places[-1].start
+        places.reverse()
         if any(a.end > b.start for a, b in itertools.pairwise(places)):
             raise _LayoutError("two placeholders overlap")
         pieces: list[bytes | memoryview] = []
@@ -284,7 +290,7 @@ def _graph_field(serialized: bytes) -> tuple[int, int, int]:
 def _place(
     serialized: bytes, start: int, end: int, deferred: _Deferred, proto: onnx.ModelProto
 ) -> _Place:
-    """The placeholder's initializer entry in ``serialized`` (graph contents start..end)."""
+    """The placeholder's initializer entry in ``serialized``, its marker in start..end."""
     entry = proto.graph.initializer[deferred.position].SerializeToString()
     inside = entry.find(deferred.marker)
     at = serialized.rfind(deferred.marker, start, end)

@@ -345,8 +345,7 @@ def _sharing_one_tensor(names: list[str]) -> list[ir.Value]:
     """Initializers backed by one large tensor, whose own name is none of theirs."""
     tensor = ir.Tensor(np.eye(600, dtype=np.float32), name="shared")
     return [
-        ir.Value(name=name, shape=ir.Shape(tensor.shape), const_value=tensor)
-        for name in names
+        ir.Value(name=name, shape=ir.Shape(tensor.shape), const_value=tensor) for name in names
     ]
 
 
