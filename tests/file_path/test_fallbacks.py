@@ -3,7 +3,7 @@
 The file path hands a model to the whole-model path for one of a few kinds of reason
 (:class:`eyefold.errors.Fallback`); the report names the reason in words, never the kind.
 Each case runs ``eyefold.proto_path.optimize_proto`` on a model that leaves for that kind,
-and :func:`tests.file_path.test_proto_path.compare_paths` checks that the result (model,
+and :func:`tests.helpers.both_paths.compare_paths` checks that the result (model,
 report, outputs, or error) is the one the whole-model path gives.
 """
 
@@ -31,7 +31,7 @@ from eyefold.proto_path import WHOLE_MODEL_STEP, optimize_proto
 from eyefold.proto_path.scan import GraphIndex
 from eyefold.testing import assert_same_outputs, canonical, random_inputs
 from eyefold.upgrade.on_proto import upgrade_proto
-from tests.file_path.test_proto_path import compare_paths
+from tests.helpers.both_paths import compare_paths
 
 ROOT = Path(__file__).resolve().parents[2]
 _parse = onnx.parser.parse_model

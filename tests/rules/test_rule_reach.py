@@ -20,7 +20,7 @@ from eyefold.report import build_report
 from eyefold.rewriting import reach
 from eyefold.rules import ALL_RULES
 from eyefold.testing import assert_same_outputs, random_inputs
-from tests.file_path.test_proto_path import compare_paths
+from tests.helpers.both_paths import compare_paths
 
 _HEAD = '<ir_version: 10, opset_import: ["" : 22]>'
 
