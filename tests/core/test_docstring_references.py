@@ -8,7 +8,7 @@ The convention the tests check (docs/design.md, "Code references"):
   those inside functions), the module's package for a leading dot, or a full dotted path;
 * a double-backticked ``eyefold.x.y`` resolves by import and attribute access;
 * a double-backticked snake_case name (``convert_graph``, ``ir_version``) or call
-  (``write_model()``) is a name the package's code uses: a module, function, class,
+  (``save_model()``) is a name the package's code uses: a module, function, class,
   variable, parameter, attribute, keyword or string key. A literal that is not code (an
   attribute value, an example name) is written quoted: ``"half_pixel"``;
 * a path ending in ``.py`` (``tests/test_kernel.py``) is a file of the repository;
