@@ -12,8 +12,8 @@ converter left them as they were.
 
 Whatever the onnx-ir upgrade would refuse, or might do otherwise (an error of any kind,
 an EyeLike in a scope older than EyeLike, sparse initializers, a result the onnx-ir
-write-back would reorder), makes :func:`upgrade_proto` return why, the model unchanged:
-the whole-model path then gives the result or the precise error.
+write-back would reorder), makes :func:`upgrade_proto` raise, saying why, the model
+unchanged: the whole-model path then gives the result or the precise error.
 """
 
 from __future__ import annotations
