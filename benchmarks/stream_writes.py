@@ -16,8 +16,10 @@ gives medians.
 
 * route ``file``: as the command line runs it, the file path up to 64 MiB of new tensors
   (:data:`eyefold.proto_path.SPLICED_TENSOR_LIMIT_BYTES`), the whole-model path above;
-  route ``whole``: the whole-model path forced (that limit set to -1), as a model the
-  file path cannot take runs;
+  route ``whole``: the whole-model path forced by setting that limit to -1, i.e. a
+  write-back fallback: the neighbourhood's steps run first, then the whole-model path
+  (a model the file path refuses before its steps, e.g. an EyeLike in a subgraph, does
+  not pay for that first run);
 * writer ``streamed``: as the package writes; writer ``protobuf``: nothing streamed
   (``STREAM_MIN_BYTES`` raised past every tensor), protobuf serializes everything;
 * tree: the eyefold source tree the child imports (``--tree before=/path/to/old/tree``
