@@ -104,9 +104,10 @@ class Fallback(enum.Enum):
     - ``UPGRADE``: the opset upgrade on the proto cannot do what the onnx-ir upgrade does,
       which then runs instead.
     - ``WRITE_BACK``: the neighbourhood's result cannot be written back into the proto (it
-      would not be in order, a name a pass made up is taken, or its new tensors are too
-      large to be held in the proto as well). The only kind found after the
-      neighbourhood's steps ran, when its objects are worth collecting.
+      would not be in order, a name a pass made up is taken, or its new tensors pass
+      :data:`eyefold.proto_path.SPLICED_TENSOR_LIMIT_BYTES`, the most the file path adds
+      to a model). The only kind found after the neighbourhood's steps ran, when its
+      objects are worth collecting.
     """
 
     OUT_OF_REACH = "out of reach"

@@ -91,9 +91,11 @@ def _identity_dtypes(options: PipelineOptions) -> frozenset[int]:
     return frozenset(int(d) for spec in specs for d in spec.constant_dtypes)
 
 
-# New tensors (folded EyeLike outputs) over this many bytes in all are not written into
-# the proto: serialized there they would be held twice. The whole-model path writes them
-# from their arrays (eyefold.model_files.save_model streams them to the file).
+# New tensors (folded EyeLike outputs) over this many bytes in all send the run to the
+# whole-model path. Not for memory: either path writes large new tensors from their
+# arrays (eyefold.model_files.deferred_tensors). The limit bounds what the file path adds
+# to a model, so a save sizes the result (a C++ walk of the whole proto) only for an input
+# within twice the limit of protobuf's (eyefold.file_run._may_not_fit).
 SPLICED_TENSOR_LIMIT_BYTES = 64 << 20
 
 
