@@ -5,7 +5,7 @@ exit code 1. Anything else escaping the library is a bug in eyefold, not in the 
 
 Two types never escape it: :class:`WholeModelNeeded` (the file path hands the model to
 the whole-model path, which gives the result or the precise error), of one of the few
-kinds :class:`Fallback` names, and :class:`WriteBackError` (a converted or rewritten body
+kinds :class:`FallbackKind` names, and :class:`WriteBackError` (a converted or rewritten body
 cannot be written back in place, which sends the model down the same whole-model path).
 """
 
@@ -16,7 +16,7 @@ import enum
 __all__ = [
     "CheckFailedError",
     "EyefoldError",
-    "Fallback",
+    "FallbackKind",
     "InvalidModelError",
     "ModelIOError",
     "PathClashError",
@@ -87,7 +87,7 @@ class UnknownRuleError(EyefoldError):
     """A rule name that is not in the registry, or a relaxed rule without opting in."""
 
 
-class Fallback(enum.Enum):
+class FallbackKind(enum.Enum):
     """Why the file path hands a model to the whole-model path, as it matters to the user.
 
     Each :class:`WholeModelNeeded` is of one kind; its reason names the case in words.
@@ -97,12 +97,14 @@ class Fallback(enum.Enum):
       an EyeLike or an identity-shaped constant in a subgraph, an EyeLike in a model-local
       function (or a function holding subgraphs), a node holding subgraphs among the nodes
       the passes change, a Mul mask whose data side the diagonal rules read.
-    - ``IRREGULAR_GRAPH``: the main graph is not one the scan can index as it is: a name
-      defined twice, or read but never defined; an initializer that is also a graph input;
-      sparse initializers; a neighbourhood onnx-ir cannot read.
+    - ``INDIVISIBLE_GRAPH``: the main graph, valid ONNX or not, is not one the file path
+      takes apart as it is: a name defined twice, or read but never defined; an
+      initializer that is also a graph input; sparse initializers (whether an upgrade on
+      the proto or the scan meets them first); a neighbourhood onnx-ir cannot read.
     - ``WHOLE_MODEL_OPTION``: an option works on the whole model (pinned input shapes).
-    - ``UPGRADE``: the opset upgrade on the proto cannot do what the onnx-ir upgrade does,
-      which then runs instead.
+    - ``UPGRADE``: the opset upgrade on the proto cannot do what the onnx-ir upgrade does
+      (an EyeLike in a scope older than opset 9, a conversion onnx's checker refuses or
+      the write-back cannot place), which then runs instead.
     - ``WRITE_BACK``: the neighbourhood's result cannot be written back into the proto (it
       would not be in order, a name a pass made up is taken, or its new tensors pass
       :data:`eyefold.proto_path.SPLICED_TENSOR_LIMIT_BYTES`, the most the file path adds
@@ -111,7 +113,7 @@ class Fallback(enum.Enum):
     """
 
     OUT_OF_REACH = "out of reach"
-    IRREGULAR_GRAPH = "irregular graph"
+    INDIVISIBLE_GRAPH = "indivisible graph"
     WHOLE_MODEL_OPTION = "whole-model option"
     UPGRADE = "upgrade"
     WRITE_BACK = "write-back"
@@ -126,7 +128,7 @@ class WholeModelNeeded(Exception):  # noqa: N818  (a signal, not an error)
         reason: why, in words (the report's ``whole_model`` key and step name say it).
     """
 
-    def __init__(self, kind: Fallback, reason: str) -> None:
+    def __init__(self, kind: FallbackKind, reason: str) -> None:
         super().__init__(reason)
         self.kind = kind
         self.reason = reason

@@ -10,12 +10,13 @@ into the proto (:mod:`.splice`). Nodes nobody touches are never deserialized.
 The whole-model path (deserialize everything, run the steps, serialize) is taken instead,
 and the report's steps say why, when the neighbourhood cannot stand for the model. Every
 such fallback is one exception, :class:`~eyefold.errors.WholeModelNeeded`, carrying its
-reason in words and one of five kinds (:class:`~eyefold.errors.Fallback`): what the
+reason in words and one of five kinds (:class:`~eyefold.errors.FallbackKind`): what the
 passes act on is out of reach (an EyeLike or identity-shaped constant in a subgraph, an
 EyeLike in a function, a node holding subgraphs or a mask reader in the neighbourhood),
-the graph is irregular (names defined twice or never, beyond what a sort repairs), an
-option works on the whole model (pinned input shapes), the upgrade on the proto cannot
-do it, or the result cannot be written back. Only the last is found after the
+the graph is one the file path does not take apart (names defined twice or never, beyond
+what a sort repairs; sparse initializers), an option works on the whole model (pinned
+input shapes), the upgrade on the proto cannot do it, or the result cannot be written
+back. Only the last is found after the
 neighbourhood's steps ran, so only then are its objects collected first.
 
 An opset upgrade converts every node, so it runs on the proto first
@@ -47,7 +48,7 @@ from eyefold.core.model_stats import (
     stats_after,
 )
 from eyefold.core.proto_subgraphs import BodyColumns
-from eyefold.errors import EyefoldError, Fallback, WholeModelNeeded
+from eyefold.errors import EyefoldError, FallbackKind, WholeModelNeeded
 from eyefold.model_files.deferred_tensors import DeferredTensors
 from eyefold.model_files.load import model_from_memory, model_from_proto
 from eyefold.model_files.structure_checks import check_structure
@@ -117,8 +118,6 @@ class ProtoRun:
             then go through onnx-ir, which handles those.
         deferred: on the neighbourhood path, the proto with its large new initializers'
             data still to be written (:attr:`model` fills it in).
-        fallback: why the whole-model path was taken, when it was (the report names
-            the reason in words, never the kind).
     """
 
     record: RunRecord
@@ -129,7 +128,6 @@ class ProtoRun:
     proto: onnx.ModelProto | None = None
     data_elsewhere: bool = False
     deferred: DeferredTensors | None = None
-    fallback: Fallback | None = None
 
     @property
     def model(self) -> onnx.ModelProto:
@@ -231,18 +229,18 @@ def _extract(
         # the core: where both name the same way out, every neighbourhood between them
         # does, and the inference (on a model of many undeclared values, the costliest
         # work before the whole-model path) is not run for one that is given up.
-        raise WholeModelNeeded(Fallback.OUT_OF_REACH, reason)
+        raise WholeModelNeeded(FallbackKind.OUT_OF_REACH, reason)
     inferred, baked_in = infer_undeclared_inputs(model, index, converted)
     chosen = choose_nodes(index, inferred.keys(), core)
     if (reason := _out_of_reach(index, chosen)) is not None:
-        raise WholeModelNeeded(Fallback.OUT_OF_REACH, reason)
+        raise WholeModelNeeded(FallbackKind.OUT_OF_REACH, reason)
     try:
         hood = build_neighbourhood(model, index, chosen, base_dir, inferred, baked_in)
         check_structure(hood.model)  # what a load checks, where onnx-ir reads the model
     except (EyefoldError, UnicodeDecodeError, ValueError, ir.serde.SerdeError) as error:
         # The whole-model path meets the same problem and names it as a load does.
         raise WholeModelNeeded(
-            Fallback.IRREGULAR_GRAPH,
+            FallbackKind.INDIVISIBLE_GRAPH,
             f"the neighbourhood cannot be read ({type(error).__name__})",
         ) from None
     if source_path is not None and index.external_locations:
@@ -278,7 +276,8 @@ def _neighbourhood(
     added = hood.new_tensor_bytes()
     if added > SPLICED_TENSOR_LIMIT_BYTES:
         raise WholeModelNeeded(
-            Fallback.WRITE_BACK, f"{added} bytes of new tensors are written from their arrays"
+            FallbackKind.WRITE_BACK,
+            f"{added} bytes of new tensors are written from their arrays",
         )
     start = time.perf_counter()
     initializers = len(model.graph.initializer)
@@ -286,7 +285,7 @@ def _neighbourhood(
         deferred = splice(model, index, hood)
     except SpliceError as error:
         raise WholeModelNeeded(
-            Fallback.WRITE_BACK, f"the result cannot be spliced back ({error})"
+            FallbackKind.WRITE_BACK, f"the result cannot be spliced back ({error})"
         ) from None
     after = None
     if before is not None:
@@ -318,10 +317,18 @@ def _whole_model(
     options: PipelineOptions,
     record: RunRecord,
     source_path: str | None,
+    kind: FallbackKind,
     reason: str,
     with_stats: bool,
 ) -> ProtoRun:
-    """Deserializes everything (checked as a file load is, when read from a file)."""
+    """Deserializes everything (checked as a file load is, when read from a file).
+
+    ``kind`` and ``reason``: why the file path handed the model over. Only a write-back
+    comes after the neighbourhood's steps ran: their objects are collected first, before
+    the whole model takes their place in memory.
+    """
+    if kind is FallbackKind.WRITE_BACK:
+        gc.collect()
     check_model_eyelikes(model)
     if source_path is None:
         working = model_from_memory(model)
@@ -375,10 +382,11 @@ def optimize_proto(
         record.warnings.append(f"{invalid}; kept at that opset (--no-upgrade)")
     upgrading = options.upgrade and opset is not None and opset < options.upgrade_target.opset
     given = None  # the counts of the model as given, when an upgrade comes first
+    handed_over: tuple[FallbackKind, str] | None = None  # the kind and reason, if any
     try:
         if options.input_shapes:
             raise WholeModelNeeded(
-                Fallback.WHOLE_MODEL_OPTION, "input shapes are pinned on the whole model"
+                FallbackKind.WHOLE_MODEL_OPTION, "input shapes are pinned on the whole model"
             )
         with cyclic_gc_paused():  # walks of every node, and a neighbourhood's objects
             converted = None
@@ -401,14 +409,10 @@ def optimize_proto(
             run = _neighbourhood(model, options, record, full_path, with_stats, converted)
     except WholeModelNeeded as needed:
         # The traceback, which holds the neighbourhood, ends here.
-        fallback, reason = needed.kind, needed.reason
-    else:
-        fallback = None
-    if fallback is not None:
-        if fallback is Fallback.WRITE_BACK:
-            gc.collect()  # the neighbourhood's tensors go before the whole model is read
-        run = _whole_model(model, options, record, source_path, reason, with_stats)
-        run.fallback = fallback
+        handed_over = needed.kind, needed.reason
+    if handed_over is not None:
+        kind, reason = handed_over
+        run = _whole_model(model, options, record, source_path, kind, reason, with_stats)
     if given is not None:
         run.before = given
     return run

@@ -6,10 +6,11 @@ consumers, and to know it may skip the rest, that nothing the passes act on live
 elsewhere. This walk reads only names and op types (attributes only of the few nodes that
 can hold subgraphs), so it costs a fraction of a protobuf parse, not an onnx-ir
 deserialization. Anything unusual is recorded as an ``obstacle``, of one of two kinds
-(:class:`~eyefold.errors.Fallback`): what the passes act on lies out of reach (an EyeLike
-or identity-shaped constant in a subgraph, an EyeLike in a function), or the graph is
-irregular (not in topological order, a value defined twice). The caller then takes the
-whole-model path, whose checks give the proper error or result.
+(:class:`~eyefold.errors.FallbackKind`): what the passes act on lies out of reach (an
+EyeLike or identity-shaped constant in a subgraph, an EyeLike in a function), or the graph
+is one the file path does not take apart (a value defined twice or never, sparse
+initializers). The caller then takes the whole-model path, whose checks give the proper
+error or result.
 
 The walk is the file path's largest cost after the protobuf parse, so it is written for
 speed: each node's fields are read once, in one comprehension; the cyclic garbage
@@ -35,7 +36,7 @@ from eyefold.core.proto_subgraphs import (
     outer_reads,
 )
 from eyefold.core.weightless import is_large, proto_nbytes
-from eyefold.errors import Fallback
+from eyefold.errors import FallbackKind
 from eyefold.model_files.tensors import attribute_tensors, body_tensors
 
 __all__ = ["GraphIndex", "scan_model"]
@@ -101,7 +102,7 @@ class GraphIndex:
     range_identities: list[int] = dataclasses.field(default_factory=list)
     holders: set[int] = dataclasses.field(default_factory=set)
     outer_reads: dict[int, list[str]] = dataclasses.field(default_factory=dict)
-    obstacle: tuple[Fallback, str] | None = None
+    obstacle: tuple[FallbackKind, str] | None = None
     unsorted: bool = False
     node_inputs: list[list[str]] = dataclasses.field(default_factory=list)
     node_outputs: list[list[str]] = dataclasses.field(default_factory=list)
@@ -168,7 +169,7 @@ def _constant_candidate(node: onnx.NodeProto, dtypes: frozenset[int]) -> bool:
     )
 
 
-def _note(index: GraphIndex, kind: Fallback, reason: str | None) -> None:
+def _record_obstacle(index: GraphIndex, kind: FallbackKind, reason: str | None) -> None:
     """Records ``reason`` as the obstacle, unless one was found before it."""
     if index.obstacle is None and reason is not None:
         index.obstacle = (kind, reason)
@@ -218,11 +219,17 @@ def _index_io(index: GraphIndex, dtypes: frozenset[int]) -> None:
             if t.data_type in dtypes and _is_identity_candidate(t, dtypes)
         ]
     if graph.sparse_initializer:
-        _note(index, Fallback.IRREGULAR_GRAPH, "the graph holds sparse initializers")
+        _record_obstacle(
+            index, FallbackKind.INDIVISIBLE_GRAPH, "the graph holds sparse initializers"
+        )
     if set(index.inputs) & index.initializers.keys():
-        _note(index, Fallback.IRREGULAR_GRAPH, "an initializer is also a graph input")
+        _record_obstacle(
+            index, FallbackKind.INDIVISIBLE_GRAPH, "an initializer is also a graph input"
+        )
     elif len(index.initializers) != len(graph.initializer):
-        _note(index, Fallback.IRREGULAR_GRAPH, "two initializers share a name")
+        _record_obstacle(
+            index, FallbackKind.INDIVISIBLE_GRAPH, "two initializers share a name"
+        )
     _note_external(index, iter(graph.initializer))
 
 
@@ -257,7 +264,7 @@ def _index_node(
             index.external_elsewhere = True
         reads |= outer_reads(sub)
         if index.obstacle is None:  # the walk below is spared once one is found
-            _note(index, Fallback.OUT_OF_REACH, _subgraph_obstacle(sub, dtypes))
+            _record_obstacle(index, FallbackKind.OUT_OF_REACH, _subgraph_obstacle(sub, dtypes))
     outer = sorted(reads - set(node.input)) if reads else []
     if outer:
         index.outer_reads[position] = outer
@@ -295,11 +302,11 @@ def _index_nodes(index: GraphIndex, dtypes: frozenset[int]) -> None:
     if len(producer) != sum(map(len, outs)) and len(producer) != len(
         [o for names in outs for o in names if o]
     ):
-        _note(index, Fallback.IRREGULAR_GRAPH, "a value is defined twice")
+        _record_obstacle(index, FallbackKind.INDIVISIBLE_GRAPH, "a value is defined twice")
     known = set(index.inputs) | index.initializers.keys()
     if known & producer.keys():
         redefined = "a node redefines a graph input or initializer"
-        _note(index, Fallback.IRREGULAR_GRAPH, redefined)
+        _record_obstacle(index, FallbackKind.INDIVISIBLE_GRAPH, redefined)
     consumers, at, early = index.consumers, producer.get, None
     for position, names in enumerate(ins):
         for name in names:
@@ -313,7 +320,9 @@ def _index_nodes(index: GraphIndex, dtypes: frozenset[int]) -> None:
     index.unsorted = early is not None
     unsorted = early or _undefined_read(index, known)
     if unsorted is not None:
-        _note(index, Fallback.IRREGULAR_GRAPH, f"{unsorted!r} is read before it is defined")
+        _record_obstacle(
+            index, FallbackKind.INDIVISIBLE_GRAPH, f"{unsorted!r} is read before it is defined"
+        )
     index.eyelike = [i for i, op in enumerate(ops) if op == "EyeLike"]
     if not _DEFAULT_DOMAINS_SET.issuperset(domains):
         index.eyelike = [i for i in index.eyelike if domains[i] in DEFAULT_DOMAINS]
@@ -372,7 +381,7 @@ def scan_model(model: onnx.ModelProto, dtypes: frozenset[int] = frozenset()) -> 
     with cyclic_gc_paused():
         _index_io(index, dtypes)
         if index.obstacle is None:
-            _note(index, Fallback.OUT_OF_REACH, _function_obstacle(model))
+            _record_obstacle(index, FallbackKind.OUT_OF_REACH, _function_obstacle(model))
         for function in model.functions:
             for node in function.node:
                 if _note_external(index, attribute_tensors(node)):
@@ -382,5 +391,5 @@ def scan_model(model: onnx.ModelProto, dtypes: frozenset[int] = frozenset()) -> 
     missing = [name for name in index.outputs if name not in known]
     if missing:
         never = f"graph output {missing[0]!r} is never defined"
-        _note(index, Fallback.IRREGULAR_GRAPH, never)
+        _record_obstacle(index, FallbackKind.INDIVISIBLE_GRAPH, never)
     return index

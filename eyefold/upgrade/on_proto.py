@@ -31,7 +31,7 @@ from eyefold.core.proto_subgraphs import BodyColumns
 from eyefold.core.weightless import is_large, proto_large_constant, proto_nbytes, typed_input
 from eyefold.errors import (
     EyefoldError,
-    Fallback,
+    FallbackKind,
     WholeModelNeeded,
     WriteBackError,
     error_text,
@@ -262,9 +262,11 @@ def upgrade_proto(
         return _upgrade(model, source, target, main)
 
 
-def _refused(source: int, target: int, why: str) -> WholeModelNeeded:
+def _refused(
+    source: int, target: int, why: str, kind: FallbackKind = FallbackKind.UPGRADE
+) -> WholeModelNeeded:
     """The whole-model path's turn, the upgrade named as the report names it."""
-    return WholeModelNeeded(Fallback.UPGRADE, f"the opset {source} -> {target} upgrade: {why}")
+    return WholeModelNeeded(kind, f"the opset {source} -> {target} upgrade: {why}")
 
 
 def _upgrade(
@@ -272,7 +274,10 @@ def _upgrade(
 ) -> ConverterTypes:
     graph = model.graph
     if graph.sparse_initializer:
-        raise _refused(source, target, "the graph holds sparse initializers")
+        # The scan names them by the same kind: the file path does not take such a graph
+        # apart, whether it upgrades it or not.
+        sparse = "the graph holds sparse initializers"
+        raise _refused(source, target, sparse, FallbackKind.INDIVISIBLE_GRAPH)
     if _eyelike_predates(model, source):
         why = f"an EyeLike sits in a scope older than opset {EYELIKE_MIN_OPSET}"
         raise _refused(source, target, why)

@@ -1,10 +1,11 @@
 """Each kind of way out of the file path, on a real model: the kind, the reason, the result.
 
 The file path hands a model to the whole-model path for one of a few kinds of reason
-(:class:`eyefold.errors.Fallback`); the report names the reason in words, never the kind.
-Each case runs ``eyefold.proto_path.optimize_proto`` on a model that leaves for that kind,
-and :func:`tests.helpers.both_paths.compare_paths` checks that the result (model,
-report, outputs, or error) is the one the whole-model path gives.
+(:class:`eyefold.errors.FallbackKind`); the report names the reason in words, never the
+kind. Each case runs ``eyefold.proto_path.optimize_proto`` on a model that leaves for that
+kind, reads the kind off the hand-over as the run makes it, and
+:func:`tests.helpers.both_paths.compare_paths` checks that the result (model, report,
+outputs, or error) is the one the whole-model path gives.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import gc
+import inspect
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -23,14 +25,13 @@ import onnx_ir as ir
 import pytest
 
 import eyefold.proto_path
-from eyefold.errors import EyefoldError, Fallback, WholeModelNeeded
+from eyefold.errors import EyefoldError, FallbackKind
 from eyefold.model_files.load import model_from_memory
 from eyefold.options import PipelineOptions
 from eyefold.pipeline import pipeline_steps, run_steps
 from eyefold.proto_path import WHOLE_MODEL_STEP, optimize_proto
 from eyefold.proto_path.scan import GraphIndex
 from eyefold.testing import assert_same_outputs, canonical, random_inputs
-from eyefold.upgrade.on_proto import upgrade_proto
 from tests.helpers.both_paths import compare_paths
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -150,70 +151,73 @@ class Case:
     """A model that leaves the file path, and what for."""
 
     build: Callable[[], onnx.ModelProto]
-    kind: Fallback
+    kind: FallbackKind
     reason: str
     options: PipelineOptions = dataclasses.field(default_factory=PipelineOptions)
     runs: bool = True  # random inputs of the model as given run on the result
+    refused: bool = False  # the whole-model path refuses the model (its precise error)
 
 
 CASES = {
     "eyelike-in-subgraph": Case(
-        _sample("if_branch"), Fallback.OUT_OF_REACH, "an EyeLike sits in a subgraph"
+        _sample("if_branch"), FallbackKind.OUT_OF_REACH, "an EyeLike sits in a subgraph"
     ),
     "identity-constant-in-subgraph": Case(
         _identity_constant_in_branch,
-        Fallback.OUT_OF_REACH,
+        FallbackKind.OUT_OF_REACH,
         "an identity-shaped constant sits in a subgraph",
     ),
     "eyelike-in-function": Case(
         _sample("function_eye"),
-        Fallback.OUT_OF_REACH,
+        FallbackKind.OUT_OF_REACH,
         "an EyeLike sits in a model-local function",
     ),
     "holder-in-neighbourhood": Case(
-        lambda: _parse(_IF_FEEDS_EYELIKE % "Identity (e)"), Fallback.OUT_OF_REACH, _HOLDER
+        lambda: _parse(_IF_FEEDS_EYELIKE % "Identity (e)"), FallbackKind.OUT_OF_REACH, _HOLDER
     ),
     "holder-before-mask": Case(
-        lambda: _parse(_IF_FEEDS_EYELIKE % "Mul (x, e)"), Fallback.OUT_OF_REACH, _HOLDER
+        lambda: _parse(_IF_FEEDS_EYELIKE % "Mul (x, e)"), FallbackKind.OUT_OF_REACH, _HOLDER
     ),
-    "mask": Case(_sample("dynamo_diagonal"), Fallback.OUT_OF_REACH, _MASK),
-    "mask-of-undeclared-input": Case(_mask_of_undeclared, Fallback.OUT_OF_REACH, _MASK),
+    "mask": Case(_sample("dynamo_diagonal"), FallbackKind.OUT_OF_REACH, _MASK),
+    "mask-of-undeclared-input": Case(_mask_of_undeclared, FallbackKind.OUT_OF_REACH, _MASK),
     "initializer-listed-as-input": Case(
         _initializer_listed_as_input,
-        Fallback.IRREGULAR_GRAPH,
+        FallbackKind.INDIVISIBLE_GRAPH,
         "an initializer is also a graph input",
     ),
     "sparse-initializer": Case(
         lambda: _sparse_initializer(22),
-        Fallback.IRREGULAR_GRAPH,
+        FallbackKind.INDIVISIBLE_GRAPH,
         "the graph holds sparse initializers",
     ),
     "read-before-defined": Case(
         _read_before_defined,
-        Fallback.IRREGULAR_GRAPH,
+        FallbackKind.INDIVISIBLE_GRAPH,
         "'q' is read before it is defined",
         runs=False,
     ),
     "pinned-input-shapes": Case(
         _sample("dynamic_batch"),
-        Fallback.WHOLE_MODEL_OPTION,
+        FallbackKind.WHOLE_MODEL_OPTION,
         "input shapes are pinned on the whole model",
         PipelineOptions(input_shapes={"x": [2, 6]}),
         runs=False,  # the random batch is not the pinned one
     ),
+    # The same cause as "sparse-initializer", met by the upgrade first: the same kind.
     "upgrade-of-sparse-initializer": Case(
         lambda: _sparse_initializer(13),
-        Fallback.UPGRADE,
+        FallbackKind.INDIVISIBLE_GRAPH,
         "the opset 13 -> 22 upgrade: the graph holds sparse initializers",
     ),
     "upgrade-of-eyelike-before-opset-9": Case(
         _eyelike_at_opset_8,
-        Fallback.UPGRADE,
+        FallbackKind.UPGRADE,
         "the opset 8 -> 22 upgrade: an EyeLike sits in a scope older than opset 9",
+        refused=True,
     ),
     "made-up-name-taken": Case(
         _made_up_name_taken,
-        Fallback.WRITE_BACK,
+        FallbackKind.WRITE_BACK,
         "the result cannot be spliced back (the name 'y__eyefold_float' is taken outside "
         "the neighbourhood)",
         PipelineOptions(target_runtime="onnxruntime", fold=False),
@@ -228,20 +232,43 @@ def _loaded_and_optimized(model: onnx.ModelProto, options: PipelineOptions) -> o
     return ir.serde.serialize_model(working)
 
 
+def _hand_overs(
+    monkeypatch: pytest.MonkeyPatch, looking: Callable[[], None] = lambda: None
+) -> list[tuple[FallbackKind, str]]:
+    """The kind and reason of each hand-over to the whole-model path, as runs make them.
+
+    ``looking`` runs at each hand-over, before the whole-model path does anything.
+    """
+    handed: list[tuple[FallbackKind, str]] = []
+    whole_model = eyefold.proto_path._whole_model
+    signature = inspect.signature(whole_model)
+
+    def seeing(*args: Any, **kwargs: Any) -> Any:
+        given = signature.bind(*args, **kwargs).arguments
+        handed.append((given["kind"], given["reason"]))
+        looking()
+        return whole_model(*args, **kwargs)
+
+    monkeypatch.setattr(eyefold.proto_path, "_whole_model", seeing)
+    return handed
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_each_way_out_has_its_kind_and_the_whole_model_result(name: str) -> None:
+def test_each_way_out_has_its_kind_and_the_whole_model_result(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     case = CASES[name]
     model = case.build()
-    try:
-        run = optimize_proto(copy.deepcopy(model), case.options)
-    except EyefoldError:  # the whole-model path's precise error, compared below
-        # No run to read the kind from: the upgrade on the proto gives it.
-        with pytest.raises(WholeModelNeeded) as refused:
-            upgrade_proto(copy.deepcopy(model), case.options.upgrade_target.opset)
-        assert (refused.value.kind, refused.value.reason) == (case.kind, case.reason)
-    else:
-        assert (run.fallback, run.record.route) == (case.kind, {"whole_model": case.reason})
-        assert f"{WHOLE_MODEL_STEP}: {case.reason}" in [s.name for s in run.record.steps]
+    with monkeypatch.context() as patch:
+        handed = _hand_overs(patch)
+        if case.refused:  # the whole-model path's precise error, compared below
+            with pytest.raises(EyefoldError):
+                optimize_proto(copy.deepcopy(model), case.options)
+        else:
+            run = optimize_proto(copy.deepcopy(model), case.options)
+            assert run.record.route == {"whole_model": case.reason}
+            assert f"{WHOLE_MODEL_STEP}: {case.reason}" in [s.name for s in run.record.steps]
+    assert handed == [(case.kind, case.reason)]
     if model.graph.sparse_initializer:
         # compare_paths deserializes plainly, which drops sparse initializers.
         expected = _loaded_and_optimized(model, case.options)
@@ -252,12 +279,13 @@ def test_each_way_out_has_its_kind_and_the_whole_model_result(name: str) -> None
 
 
 def test_the_kinds_are_all_reached() -> None:
-    assert {case.kind for case in CASES.values()} == set(Fallback)
+    assert {case.kind for case in CASES.values()} == set(FallbackKind)
 
 
-def test_the_neighbourhood_path_has_no_fallback() -> None:
+def test_the_neighbourhood_path_hands_nothing_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    handed = _hand_overs(monkeypatch)
     run = optimize_proto(_sample("static_matmul")(), PipelineOptions())
-    assert run.fallback is None and "neighbourhood" in run.record.route
+    assert not handed and "neighbourhood" in run.record.route
 
 
 def _count_inferences(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -283,8 +311,10 @@ def test_a_mask_no_inference_can_change_is_found_before_the_inference(
     # undeclared inputs finds, unless a slice it may add brings a node holding subgraphs
     # (named first): only then does the inference run before the whole-model path.
     calls = _count_inferences(monkeypatch)
+    handed = _hand_overs(monkeypatch)
     run = optimize_proto(CASES[case].build(), PipelineOptions())
-    assert (run.fallback, run.record.route["whole_model"]) == (Fallback.OUT_OF_REACH, reason)
+    assert handed == [(FallbackKind.OUT_OF_REACH, reason)]
+    assert run.record.route["whole_model"] == reason
     assert bool(calls) == inferred
 
 
@@ -292,27 +322,25 @@ def test_a_mask_no_inference_can_change_is_found_before_the_inference(
 def test_the_scan_is_freed_before_the_whole_model_is_read(
     case: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # What the file path built (its index of every node) is no garbage cycle: it goes
-    # when the fallback is caught, before the whole model takes its place in memory.
+    # What the file path built (its index of every node) is in no reference cycle: it
+    # goes when the hand-over is caught, before the whole model takes its place in memory.
+    # Collections are off, and the look comes before the one a write-back's hand-over
+    # makes (gc.collect collects even then): each case sees reference counting alone.
     scans: list[weakref.ref[GraphIndex]] = []
     alive: list[bool] = []
-    scan, whole_model = eyefold.proto_path.scan_model, eyefold.proto_path._whole_model
+    scan = eyefold.proto_path.scan_model
 
     def kept_scan(*args: Any) -> GraphIndex:
         index = scan(*args)
         scans.append(weakref.ref(index))
         return index
 
-    def whole_model_seeing(*args: Any, **kwargs: Any) -> Any:
-        alive.extend(found() is not None for found in scans)
-        return whole_model(*args, **kwargs)
-
     monkeypatch.setattr(eyefold.proto_path, "scan_model", kept_scan)
-    monkeypatch.setattr(eyefold.proto_path, "_whole_model", whole_model_seeing)
-    gc.disable()  # freed by reference counting alone, not by a collection
+    handed = _hand_overs(monkeypatch, lambda: alive.extend(f() is not None for f in scans))
+    gc.disable()
     try:
-        run = optimize_proto(CASES[case].build(), CASES[case].options)
+        optimize_proto(CASES[case].build(), CASES[case].options)
     finally:
         gc.enable()
-    assert run.fallback is CASES[case].kind
+    assert [kind for kind, _ in handed] == [CASES[case].kind]
     assert alive == [False] * len(scans) and scans
