@@ -146,9 +146,12 @@ class ProtoRun:
 
 
 def _upgrade(
-    model: onnx.ModelProto, options: PipelineOptions, main: BodyColumns | None = None
-) -> tuple[StepEntry, ConverterTypes | None] | None:
-    """Upgrades ``model`` in place: the pipeline's upgrade step done on the proto, or None.
+    model: onnx.ModelProto,
+    options: PipelineOptions,
+    source: int,
+    main: BodyColumns | None = None,
+) -> tuple[StepEntry, ConverterTypes]:
+    """Upgrades ``model`` in place from opset ``source``: the pipeline's upgrade step.
 
     The steps that follow are those of the options without the upgrade; the types the
     converter inferred go to the neighbourhood's inference. ``main``: the main graph's
@@ -157,16 +160,11 @@ def _upgrade(
     Raises:
         WholeModelNeeded: the proto upgrade cannot do what the onnx-ir upgrade does.
     """
-    if not options.upgrade:
-        return None
-    opset = default_opset({o.domain: o.version for o in model.opset_import})
     target = options.upgrade_target
-    if opset is None or opset >= target.opset:
-        return None
     start = time.perf_counter()
-    types = upgrade_proto(model, target.opset, main)
+    types = upgrade_proto(model, source, target.opset, main)
     seconds = time.perf_counter() - start
-    notes = OpsetNotes(target.notes(opset))
+    notes = OpsetNotes(target.notes(source))
     return StepEntry(UPGRADE_STEP, seconds, Stage.PIPELINE, True, notes), types
 
 
@@ -380,7 +378,10 @@ def optimize_proto(
     record.ir_version_before = model.ir_version
     if not options.upgrade and (invalid := unregistered_op(model)) is not None:
         record.warnings.append(f"{invalid}; kept at that opset (--no-upgrade)")
-    upgrading = options.upgrade and opset is not None and opset < options.upgrade_target.opset
+    # Whether an upgrade is due is decided here only: when it is, the upgrade on the
+    # proto starts from ``source``, the model's opset.
+    due = options.upgrade and opset is not None and opset < options.upgrade_target.opset
+    source = opset if due else None
     given = None  # the counts of the model as given, when an upgrade comes first
     handed_over: tuple[FallbackKind, str] | None = None  # the kind and reason, if any
     try:
@@ -390,7 +391,7 @@ def optimize_proto(
             )
         with cyclic_gc_paused():  # walks of every node, and a neighbourhood's objects
             converted = None
-            if upgrading:
+            if source is not None:
                 # An upgrade changes every node: the counts before it, the order check
                 # onnx's converter and checker need, and the upgrade share one read of
                 # the main graph's columns.
@@ -398,13 +399,11 @@ def optimize_proto(
                 if with_stats:
                     given = proto_stats(model, main.op_types, main.domains)
                 resorted = "main" in _sort(model, record, main)  # then read before it
-                upgrade = _upgrade(model, options, None if resorted else main)
+                step, converted = _upgrade(model, options, source, None if resorted else main)
                 del main  # stale now: the collector need not walk it when it resumes
-                if upgrade is not None:
-                    step, converted = upgrade
-                    record.add(step)
-                    # Done on the proto: the pipeline's own upgrade step has nothing to do.
-                    options = dataclasses.replace(options, upgrade=False)
+                record.add(step)
+                # Done on the proto: the pipeline's own upgrade step has nothing to do.
+                options = dataclasses.replace(options, upgrade=False)
             full_path = None if source_path is None else os.path.abspath(source_path)
             run = _neighbourhood(model, options, record, full_path, with_stats, converted)
     except WholeModelNeeded as needed:

@@ -241,23 +241,25 @@ def _merge(
 
 
 def upgrade_proto(
-    model: onnx.ModelProto, target: int, main: BodyColumns | None = None
-) -> ConverterTypes | None:
-    """Upgrades ``model`` in place to ``target`` as ``UpgradeOpsetPass`` upgrades onnx-ir.
+    model: onnx.ModelProto, source: int, target: int, main: BodyColumns | None = None
+) -> ConverterTypes:
+    """Upgrades ``model`` in place from ``source`` to ``target`` as ``UpgradeOpsetPass`` does.
 
-    ``main``: the main graph's columns, when the caller has read them already.
+    Args:
+        model: the model; its default-domain opset is ``source``.
+        source: the opset it upgrades from, below ``target`` (whether an upgrade is due
+            is the caller's decision: :func:`eyefold.proto_path.optimize_proto`'s).
+        target: the opset it upgrades to.
+        main: the main graph's columns, when the caller has read them already.
 
     Returns:
-        The types the converter inferred for the upgraded main graph, or None when the
-        model needed no upgrade.
+        The types the converter inferred for the upgraded main graph.
 
     Raises:
         WholeModelNeeded: why the upgrade is left to the whole-model path (which gives
             the result or the precise error); the model is unchanged.
     """
-    source = default_opset(_imports(model.opset_import))
-    if source is None or source >= target:
-        return None
+    assert source < target, "no upgrade is due"
     with cyclic_gc_paused():
         return _upgrade(model, source, target, main)
 

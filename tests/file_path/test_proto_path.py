@@ -261,7 +261,7 @@ def test_sinks_stay_narrow_for_a_fold_of_thousands() -> None:
     from eyefold.upgrade.on_proto import upgrade_proto
 
     model = generate.opset9(600 * 14)
-    converted = upgrade_proto(model, 22)
+    converted = upgrade_proto(model, 9, 22)
     index = scan_model(model)
     inferred, _ = infer_undeclared_inputs(model, index, converted)
     hood = build_neighbourhood(model, index, choose_nodes(index, inferred), "", inferred)
@@ -305,7 +305,7 @@ def test_the_order_shortcut_gives_what_the_slice_gives() -> None:
         (early_output, False),
         (_with_large_constant_first(plain), False),
     ]:
-        converted = upgrade_proto(model, 22)
+        converted = upgrade_proto(model, 9, 22)
         index = scan_model(model)
         targets = infer_inputs._undeclared_targets(index)
         assert targets
