@@ -24,11 +24,20 @@ SAMPLES = Path(__file__).resolve().parents[2] / "sample_models"
 MODELS = ("torch_eye_chain.onnx", "bool_mask.onnx", "static_matmul.onnx")
 
 
+# Starts a command as a terminal starts a foreground one: with SIGINT at its default. A
+# shell running the tests in the background without job control hands them SIGINT
+# ignored, and a process that starts so keeps ignoring Ctrl-C, as it should.
+_WITH_DEFAULT_SIGINT = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
+
+
 def interrupt_when(command: list[str], ready: Callable[[], bool]) -> tuple[int, str, str]:
     """Runs ``command`` and presses Ctrl-C (SIGINT to its process group) once ``ready()``."""
     run = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
+        [sys.executable, "-c", _WITH_DEFAULT_SIGINT, *command],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
     deadline = time.monotonic() + 120
     while not ready():
