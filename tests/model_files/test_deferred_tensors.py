@@ -264,6 +264,24 @@ def test_tensors_that_are_not_a_plain_byte_copy_are_not_streamed(
     assert streamable_array(value) is None
 
 
+# An EyeLike in a subgraph: it sends the whole model down the whole-model path.
+_SUBGRAPH_EYE = """z = If (c) <then_branch = t () => (float[2, 2] o) { o = EyeLike (w) },
+                            else_branch = f () => (float[2, 2] o) { o = Identity (w) }>"""
+
+
+def _eye_beside(rows: int, z: str) -> onnx.ModelProto:
+    """``y = x + eye`` on a float[rows, rows] input, beside ``z`` (a line computing z)."""
+    return onnx.parser.parse_model(
+        f"""<ir_version: 10, opset_import: ["" : 22]>
+        g (float[{rows}, {rows}] x, bool c) => (float[{rows}, {rows}] y, float[2, 2] z)
+            <float[2, 2] w = {{1.0, 2.0, 3.0, 4.0}}> {{
+            e = EyeLike (x)
+            y = Add (x, e)
+            {z}
+        }}"""
+    )
+
+
 def test_the_whole_model_path_writes_a_fold_from_its_array_as_protobuf_would(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -271,19 +289,7 @@ def test_the_whole_model_path_writes_a_fold_from_its_array_as_protobuf_would(
     # 512 x 512 float identity is 1 MiB, folded at the default size limit.
     rows = 512
     source, output = tmp_path / "model.onnx", tmp_path / "out.onnx"
-    onnx.save(
-        onnx.parser.parse_model(
-            f"""<ir_version: 10, opset_import: ["" : 22]>
-            g (float[{rows}, {rows}] x, bool c) => (float[{rows}, {rows}] y, float[2, 2] z)
-                <float[2, 2] w = {{1.0, 2.0, 3.0, 4.0}}> {{
-                e = EyeLike (x)
-                y = Add (x, e)
-                z = If (c) <then_branch = t () => (float[2, 2] o) {{ o = EyeLike (w) }},
-                            else_branch = f () => (float[2, 2] o) {{ o = Identity (w) }}>
-            }}"""
-        ),
-        source,
-    )
+    onnx.save(_eye_beside(rows, _SUBGRAPH_EYE), source)
     expected = eyefold.optimize(onnx.load(source))
 
     def never(self: DeferredTensors) -> onnx.ModelProto:
@@ -304,10 +310,6 @@ def test_the_whole_model_path_writes_a_fold_from_its_array_as_protobuf_would(
     )
 
 
-_SUBGRAPH_EYE = """z = If (c) <then_branch = t () => (float[2, 2] o) { o = EyeLike (w) },
-                            else_branch = f () => (float[2, 2] o) { o = Identity (w) }>"""
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("route", ["neighbourhood", "whole-model"])
 def test_a_streamed_fold_costs_about_one_copy_of_it(tmp_path: Path, route: str) -> None:
@@ -315,21 +317,9 @@ def test_a_streamed_fold_costs_about_one_copy_of_it(tmp_path: Path, route: str) 
     # tobytes, the message, the serialization): 3.9 times its size in a measured run.
     rows = 2896  # 2896 x 2896 float32: 33.5 MB
     fold_bytes = rows * rows * 4
-    # An EyeLike in a subgraph sends the whole model down the whole-model path.
     extra = _SUBGRAPH_EYE if route == "whole-model" else "z = Identity (w)"
     source = tmp_path / "model.onnx"
-    onnx.save(
-        onnx.parser.parse_model(
-            f"""<ir_version: 10, opset_import: ["" : 22]>
-            g (float[{rows}, {rows}] x, bool c) => (float[{rows}, {rows}] y, float[2, 2] z)
-                <float[2, 2] w = {{1.0, 2.0, 3.0, 4.0}}> {{
-                e = EyeLike (x)
-                y = Add (x, e)
-                {extra}
-            }}"""
-        ),
-        source,
-    )
+    onnx.save(_eye_beside(rows, extra), source)
     peaks = {}
     for limit in ("1M", "64M"):  # 1M: the same run without the fold
         output, report = tmp_path / f"out_{limit}.onnx", tmp_path / f"{limit}.json"
